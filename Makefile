@@ -1,0 +1,94 @@
+# libddprof build. `make` builds build/libddprof.so; `make check` installs what is
+# missing, builds, and runs every test; `make demo` profiles a bundled workload.
+
+CC ?= cc
+BUILD := build
+VERSION := $(shell cat VERSION)
+
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+BASE_CFLAGS := -std=gnu11 -O2 -g -pthread -fPIC $(WARN) -fno-omit-frame-pointer \
+	-D_GNU_SOURCE -DDDPROF_VERSION=\"$(VERSION)\" -I.
+# Only the interposed libc functions and the public API (DDPROF_EXPORT) are exported.
+LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden
+LIB_LDLIBS := -lelf -lz -ldl -lrt -pthread
+
+LIB_SRCS := $(wildcard common/*.c) $(wildcard agent/*.c) $(wildcard uploader/*.c) \
+	$(wildcard preload/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+# Everything but the interposition layer, for unit tests.
+CORE_OBJS := $(filter-out $(BUILD)/obj/preload/%,$(LIB_OBJS))
+
+UNIT_SRCS := $(wildcard test/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
+TOOL_LIB_SRCS := $(filter-out test/tools/pprof_dump.c,$(wildcard test/tools/*.c))
+TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+WORKLOAD_SRCS := $(wildcard test/workloads/*.c)
+WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%)
+
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
+
+.PHONY: all deps check unit tsan integration demo clean format bench
+all: $(BUILD)/libddprof.so $(BUILD)/pprof-dump $(WORKLOAD_BINS)
+
+deps:
+	@bash scripts/install-deps
+
+$(BUILD)/obj/%.o: %.c $(wildcard */*.h) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/libddprof.so: $(LIB_OBJS)
+	$(CC) -shared -o $@ $^ -Wl,-z,now -Wl,--no-undefined $(LIB_LDLIBS)
+
+$(BUILD)/libddprof_core.a: $(CORE_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ \
+		$(CHECK_LIBS) $(LIB_LDLIBS)
+
+$(BUILD)/pprof-dump: test/tools/pprof_dump.c $(TOOL_LIB_OBJS)
+	$(CC) $(BASE_CFLAGS) $^ -o $@ -lz
+
+# Workloads keep frame pointers so the frame-pointer unwinder sees whole stacks.
+$(BUILD)/workloads/%: test/workloads/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -pthread -Wall -Werror $< -o $@ -lm
+
+unit: $(UNIT_BINS)
+	@bash scripts/run-unit $(UNIT_BINS)
+
+# ThreadSanitizer build of the lock-free structures and their stress tests.
+TSAN_TESTS := test_stack_trie test_profile_swap test_region
+TSAN_CORE := common/log.c agent/region.c agent/stack_trie.c agent/profile.c
+tsan:
+	@mkdir -p $(BUILD)/tsan
+	@set -e; for t in $(TSAN_TESTS); do \
+		clang -std=gnu11 -O1 -g -fsanitize=thread -pthread -D_GNU_SOURCE -I. \
+			-DDDPROF_TSAN=1 test/unit/$$t.c $(TSAN_CORE) -o $(BUILD)/tsan/$$t \
+			$(CHECK_LIBS); \
+	done
+	@bash scripts/run-unit --tsan $(addprefix $(BUILD)/tsan/,$(TSAN_TESTS))
+
+integration: all
+	@/usr/bin/python3 test/integration/run.py
+
+check: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BINS)
+	@bash scripts/check-summary
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@bash scripts/demo
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@bash scripts/bench
+
+format:
+	clang-format -i $(LIB_SRCS) $(wildcard */*.h) $(UNIT_SRCS) $(WORKLOAD_SRCS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,113 @@
+/*
+ * profile.c - red/black profiles (see profile.h).
+ *
+ * This file is async-signal-safe: profiles_record runs in the sampling signal handler.
+ * profiles_swap and profile_reset run on the uploader thread and may sleep.
+ */
+#include "profile.h"
+
+#include <string.h>
+#include <time.h>
+
+/* The uploader polls the writer count; handlers stay a few microseconds, so the first
+ * poll nearly always succeeds. */
+#define SWAP_POLL_NS 20000
+
+int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns)
+{
+	memset(pp, 0, sizeof(*pp));
+	for (int i = 0; i < 2; i++) {
+		int rc = region_init(&pp->p[i].region, ceiling);
+		if (rc < 0) {
+			if (i == 1)
+				region_destroy(&pp->p[0].region);
+			return rc;
+		}
+		trie_init(&pp->p[i].trie, &pp->p[i].region);
+	}
+	pp->p[0].start_ns = now_ns;
+	atomic_init(&pp->active, 0);
+	return 0;
+}
+
+void profiles_destroy(struct profile_pair *pp)
+{
+	for (int i = 0; i < 2; i++)
+		region_destroy(&pp->p[i].region);
+}
+
+/* async-signal-safe */
+void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
+		     uint64_t cpu_ns)
+{
+	struct profile *p;
+	for (;;) {
+		/* seq_cst (all four Dekker accesses): pairs with the flip and the writer
+		 * poll in profiles_swap. */
+		unsigned idx = atomic_load_explicit(&pp->active, memory_order_seq_cst);
+		p = &pp->p[idx];
+		atomic_fetch_add_explicit(&p->writers, 1, memory_order_seq_cst);
+		if (atomic_load_explicit(&pp->active, memory_order_seq_cst) == idx)
+			break;
+		/* A swap happened between the load and our entry: the swapper may already
+		 * have seen zero writers. Leave and use the new active profile. */
+		atomic_fetch_sub_explicit(&p->writers, 1, memory_order_release);
+	}
+	atomic_fetch_add_explicit(&p->samples, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->cpu_ns, cpu_ns, memory_order_relaxed);
+	struct trie_node *node = trie_put(&p->trie, tid, pcs, n, NULL);
+	if (node) {
+		atomic_fetch_add_explicit(&node->samples, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&node->cpu_ns, cpu_ns, memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&p->dropped_samples, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->dropped_cpu_ns, cpu_ns, memory_order_relaxed);
+	}
+	/* Release: our counter and trie writes happen-before the swapper's acquire read
+	 * of writers == 0, after which it serializes them. */
+	atomic_fetch_sub_explicit(&p->writers, 1, memory_order_release);
+}
+
+struct profile *profiles_active(struct profile_pair *pp)
+{
+	return &pp->p[atomic_load_explicit(&pp->active, memory_order_acquire)];
+}
+
+struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
+{
+	/* Only this thread writes active: relaxed read of our own value. */
+	unsigned old = atomic_load_explicit(&pp->active, memory_order_relaxed);
+	struct profile *next = &pp->p[old ^ 1];
+	next->start_ns = now_ns; /* published by the seq_cst store below */
+	/* seq_cst: pairs with the handler's seq_cst re-check in profiles_record. */
+	atomic_store_explicit(&pp->active, old ^ 1, memory_order_seq_cst);
+	struct profile *p = &pp->p[old];
+	/* seq_cst load (pairs with the handler's seq_cst increment) and acquire (pairs
+	 * with the handler's release decrement: its writes are visible once we see 0). */
+	while (atomic_load_explicit(&p->writers, memory_order_seq_cst) != 0) {
+		struct timespec ts = { 0, SWAP_POLL_NS };
+		nanosleep(&ts, NULL);
+	}
+	return p;
+}
+
+void profile_reset(struct profile *p)
+{
+	trie_reset(&p->trie);
+	region_reset(&p->region);
+	atomic_store_explicit(&p->samples, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->cpu_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->dropped_samples, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->dropped_cpu_ns, 0, memory_order_relaxed);
+}
+
+void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)
+{
+	/* Single-threaded here (fork child): plain resets are safe. */
+	for (int i = 0; i < 2; i++) {
+		profile_reset(&pp->p[i]);
+		atomic_store_explicit(&pp->p[i].writers, 0, memory_order_relaxed);
+	}
+	atomic_store_explicit(&pp->active, 0, memory_order_relaxed);
+	pp->p[0].start_ns = now_ns;
+}

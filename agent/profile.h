@@ -1,0 +1,67 @@
+/*
+ * profile.h - the red/black pair of profiles the signal handler writes into.
+ *
+ * Owns: two profiles (region + stack trie + totals) and which one is active.
+ *  - profiles_record (signal handler) enters the active profile by incrementing its
+ *    writer count, re-checks that it is still active, inserts, and leaves.
+ *  - profiles_swap (uploader) flips the active index, then waits until the old
+ *    profile's writer count is zero. From then on no handler can be inside it, so it
+ *    can be serialized and reset without locks (invariant 3: nothing lost, nothing
+ *    counted twice).
+ *  - The enter/re-check on one side and flip/wait on the other form a Dekker pair;
+ *    all four accesses are seq_cst so at least one side sees the other.
+ * Context: record from signal handlers; swap/reset from the uploader thread; init and
+ * profiles_reinit_after_fork from the constructor / the fork child (single-threaded).
+ */
+#ifndef DDPROF_AGENT_PROFILE_H
+#define DDPROF_AGENT_PROFILE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/region.h"
+#include "agent/stack_trie.h"
+
+struct profile {
+	struct region region;
+	struct stack_trie trie;
+	_Atomic uint32_t writers; /* handlers inside this profile right now */
+	_Atomic uint64_t samples; /* recorded, including dropped */
+	_Atomic uint64_t cpu_ns;
+	_Atomic uint64_t dropped_samples; /* new stacks refused past the ceiling */
+	_Atomic uint64_t dropped_cpu_ns;
+	uint64_t start_ns; /* CLOCK_REALTIME when it became active; set before the flip */
+};
+
+struct profile_pair {
+	struct profile p[2];
+	_Atomic unsigned active; /* index into p */
+};
+
+/* Reserves both profiles (ceiling bytes each). 0 or negative errno. */
+int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns);
+void profiles_destroy(struct profile_pair *pp);
+
+/* async-signal-safe, lock-free. Adds one sample of weight cpu_ns for (tid, pcs). */
+void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
+		     uint64_t cpu_ns);
+
+/*
+ * Makes the other profile active (its start_ns = now_ns) and returns the previously
+ * active one once no handler is inside it. The caller serializes it, then calls
+ * profile_reset before the next swap. Only one thread may swap.
+ */
+struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns);
+
+/* The active profile, for reading its counters (diagnostics). */
+struct profile *profiles_active(struct profile_pair *pp);
+
+/* Empties p. Precondition: p is not active and no handler is inside it. */
+void profile_reset(struct profile *p);
+
+/* In a fork child: handlers that were inside a profile in other parent threads no
+ * longer exist; forget both profiles' contents and writer counts. */
+void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns);
+
+#endif

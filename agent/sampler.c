@@ -1,0 +1,184 @@
+/*
+ * sampler.c - profiling signal handler and per-thread state (see sampler.h).
+ *
+ * This file is async-signal-safe in sampler_handler and everything it calls: initial-exec
+ * TLS, C11 atomics, the unwinder, profiles_record. Set-up functions (sampler_init,
+ * sampler_thread_setup) run in normal context and say so.
+ *
+ * The handler's whole path: check the sender is one of our timers, read registers from
+ * the ucontext, unwind within the thread's stack, weigh the sample by the timer's
+ * overrun count (the kernel checks CPU timers at tick rate, 250 Hz here, so a 1 kHz
+ * timer fires every 4 ms with si_overrun = 3), and record it.
+ */
+#include "sampler.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent/stack_bounds.h"
+#include "common/log.h"
+
+struct thread_state {
+	pid_t tid; /* 0 = not cached yet */
+	bool internal; /* profiler-owned thread: never recorded */
+	uintptr_t stack_lo; /* 0 = unknown */
+	uintptr_t stack_hi; /* 0 = unknown */
+};
+
+/* initial-exec: the handler must not trigger lazy TLS allocation (invariant 1). */
+static __thread struct thread_state tls_state __attribute__((tls_model("initial-exec")));
+
+static struct profile_pair *sampler_profiles;
+static uint64_t sampler_period;
+static unwinder_fn sampler_unwinder;
+static int sampler_signo;
+static _Atomic bool sampler_enabled;
+static _Atomic uint64_t foreign_signals;
+
+/* async-signal-safe */
+pid_t sampler_gettid(void)
+{
+	if (tls_state.tid == 0)
+		tls_state.tid = (pid_t)syscall(SYS_gettid);
+	return tls_state.tid;
+}
+
+/* async-signal-safe */
+static void sampler_handler(int signo, siginfo_t *si, void *ucv)
+{
+	int saved_errno = errno;
+	if (si->si_code != SI_TIMER || si->si_value.sival_int != SAMPLER_COOKIE) {
+		/* Not one of our timers (kill, another library's timer): we only chose a
+		 * signal nobody handled, so there is no handler to forward to. */
+		atomic_fetch_add_explicit(&foreign_signals, 1, memory_order_relaxed);
+		errno = saved_errno;
+		return;
+	}
+	struct thread_state *ts = &tls_state;
+	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || ts->internal) {
+		errno = saved_errno;
+		return;
+	}
+	const ucontext_t *uc = ucv;
+	struct unwind_regs regs = {
+		.pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+		.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+		.fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+	};
+	if (ts->stack_hi == 0) {
+		/* A thread that existed before we loaded: find its stack once. */
+		struct stack_range r;
+		if (stack_bounds_lookup(regs.sp, &r)) {
+			ts->stack_lo = r.lo;
+			ts->stack_hi = r.hi;
+		}
+	}
+	/* The interrupted sp must lie on the thread's own stack; on an alternate signal
+	 * stack or a coroutine stack we know only the leaf. */
+	if (regs.sp >= ts->stack_lo && regs.sp < ts->stack_hi)
+		regs.stack_hi = ts->stack_hi;
+	uintptr_t pcs[UNWIND_MAX_DEPTH];
+	uint32_t n = sampler_unwinder(&regs, pcs, UNWIND_MAX_DEPTH);
+	/* si_overrun: expiries the kernel merged into this one signal. */
+	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
+	profiles_record(sampler_profiles, sampler_gettid(), pcs, n, weight);
+	(void)signo;
+	errno = saved_errno;
+}
+
+static bool signal_is_free(int signo)
+{
+	struct sigaction old;
+	if (sigaction(signo, NULL, &old) != 0)
+		return false;
+	if (old.sa_flags & SA_SIGINFO)
+		return false;
+	return old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN;
+}
+
+/* Real-time signals skipped at the bottom of the range: other runtimes' favourites. */
+#define SAMPLER_RT_SKIP 4
+
+static int choose_signal(int requested)
+{
+	if (requested > 0) {
+		if (signal_is_free(requested))
+			return requested;
+		log_warn("DD_PROFILING_SIGNAL=%d already has a handler installed by the "
+			 "application; choosing another signal",
+			 requested);
+	}
+	if (signal_is_free(SIGPROF))
+		return SIGPROF;
+	for (int s = SIGRTMIN + SAMPLER_RT_SKIP; s <= SIGRTMAX; s++)
+		if (signal_is_free(s))
+			return s;
+	return -EBUSY;
+}
+
+/* Normal context (constructor). */
+int sampler_init(struct profile_pair *pp, uint64_t period_ns, int requested_signo,
+		 unwinder_fn unwinder)
+{
+	sampler_profiles = pp;
+	sampler_period = period_ns;
+	sampler_unwinder = unwinder;
+	int signo = choose_signal(requested_signo);
+	if (signo < 0)
+		return signo;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = sampler_handler;
+	/* SA_RESTART: interrupted syscalls of the app resume instead of failing EINTR. */
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(signo, &sa, NULL) != 0)
+		return -errno;
+	if (signo != SIGPROF)
+		log_info("SIGPROF is taken by the application; sampling with signal %d", signo);
+	sampler_signo = signo;
+	return signo;
+}
+
+int sampler_signal(void)
+{
+	return sampler_signo;
+}
+
+uint64_t sampler_period_ns(void)
+{
+	return sampler_period;
+}
+
+void sampler_set_enabled(bool on)
+{
+	atomic_store_explicit(&sampler_enabled, on, memory_order_relaxed);
+}
+
+/* Normal context, in the thread itself. */
+void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi)
+{
+	tls_state.tid = tid;
+	tls_state.stack_lo = stack_lo;
+	tls_state.stack_hi = stack_hi;
+}
+
+void sampler_thread_mark_internal(void)
+{
+	tls_state.internal = true;
+}
+
+void sampler_after_fork_child(void)
+{
+	tls_state.tid = 0;
+}
+
+uint64_t sampler_foreign_signals(void)
+{
+	return atomic_load_explicit(&foreign_signals, memory_order_relaxed);
+}

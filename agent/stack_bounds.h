@@ -1,0 +1,34 @@
+/*
+ * stack_bounds.h - where a thread's stack is, for threads we did not create.
+ *
+ * Owns: a snapshot of the process's writable private mappings (from /proc/self/maps),
+ * taken in normal context, searched by the signal handler to find the mapping that
+ * holds an interrupted sp. Threads created through our pthread_create and the main
+ * thread get their bounds directly; this serves threads that existed before the agent
+ * started.
+ * Context: stack_bounds_snapshot on the constructor / uploader thread;
+ * stack_bounds_lookup in the signal handler (async-signal-safe).
+ */
+#ifndef DDPROF_AGENT_STACK_BOUNDS_H
+#define DDPROF_AGENT_STACK_BOUNDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct stack_range {
+	uintptr_t lo;
+	uintptr_t hi;
+};
+
+/* Takes a new snapshot. Returns the number of ranges or a negative errno. Only one
+ * thread may call it at a time. */
+int stack_bounds_snapshot(void);
+
+/* async-signal-safe. The snapshot range containing sp. */
+bool stack_bounds_lookup(uintptr_t sp, struct stack_range *out);
+
+/* Bounds of the calling thread's stack (normal context): pthread attributes for
+ * threads, __libc_stack_end and RLIMIT_STACK for the main thread. */
+bool stack_bounds_self(bool is_main, struct stack_range *out);
+
+#endif

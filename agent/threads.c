@@ -1,0 +1,313 @@
+/*
+ * threads.c - sampled threads and their timers (see threads.h).
+ *
+ * Context: normal context only (application threads, uploader, fork handlers).
+ */
+#include "threads.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/sampler.h"
+#include "agent/stack_bounds.h"
+#include "common/log.h"
+
+/* clockid of another thread's CPU clock, as the kernel encodes it
+ * (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) in include/linux/posix-timers.h). */
+#define CPUCLOCK_PERTHREAD_MASK 4
+#define CPUCLOCK_SCHED 2
+#define THREAD_CPU_CLOCK(tid) \
+	((clockid_t)((~(unsigned)(tid)) << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED)
+
+#define REGISTRY_MIN_CAP 64
+
+enum thread_status { THREAD_LIVE, THREAD_ENDED };
+
+struct thread_entry {
+	pid_t tid;
+	timer_t timer;
+	bool has_timer;
+	enum thread_status status;
+	char name[THREAD_NAME_MAX];
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct thread_entry *entries; /* guarded by registry_lock */
+static size_t n_entries, cap_entries;
+static int timer_signo;
+static uint64_t timer_period_ns;
+static pthread_key_t exit_key;
+static _Atomic uint64_t timer_failures;
+static uint64_t rng_state; /* guarded by registry_lock */
+
+static uint64_t rng_next(void)
+{
+	/* xorshift64*: only spreads first expiries, no need for quality beyond that. */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static void exit_key_destructor(void *value)
+{
+	(void)value;
+	threads_exit_self();
+}
+
+int threads_init(int signo, uint64_t period_ns)
+{
+	timer_signo = signo;
+	timer_period_ns = period_ns;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	rng_state = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ 0x9E3779B97F4A7C15ULL;
+	int rc = pthread_key_create(&exit_key, exit_key_destructor);
+	return rc ? -rc : 0;
+}
+
+/* Registry lock held. */
+static struct thread_entry *find_locked(pid_t tid, bool live_only)
+{
+	for (size_t i = 0; i < n_entries; i++)
+		if (entries[i].tid == tid && (!live_only || entries[i].status == THREAD_LIVE))
+			return &entries[i];
+	return NULL;
+}
+
+/* Registry lock held. */
+static struct thread_entry *add_locked(pid_t tid)
+{
+	if (n_entries == cap_entries) {
+		size_t cap = cap_entries ? cap_entries * 2 : REGISTRY_MIN_CAP;
+		struct thread_entry *e = realloc(entries, cap * sizeof(*e));
+		if (!e)
+			return NULL;
+		entries = e;
+		cap_entries = cap;
+	}
+	struct thread_entry *e = &entries[n_entries++];
+	memset(e, 0, sizeof(*e));
+	e->tid = tid;
+	e->status = THREAD_LIVE;
+	return e;
+}
+
+/* Registry lock held. Creates and arms the timer of e->tid. */
+static int arm_locked(struct thread_entry *e)
+{
+	struct sigevent sev;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = timer_signo;
+	sev.sigev_value.sival_int = SAMPLER_COOKIE;
+	sev._sigev_un._tid = e->tid;
+	if (timer_create(THREAD_CPU_CLOCK(e->tid), &sev, &e->timer) != 0) {
+		int err = errno;
+		atomic_fetch_add_explicit(&timer_failures, 1, memory_order_relaxed);
+		return -err;
+	}
+	struct itimerspec its;
+	uint64_t first = 1 + rng_next() % timer_period_ns; /* (0, period] */
+	its.it_value.tv_sec = (time_t)(first / 1000000000ULL);
+	its.it_value.tv_nsec = (long)(first % 1000000000ULL);
+	its.it_interval.tv_sec = (time_t)(timer_period_ns / 1000000000ULL);
+	its.it_interval.tv_nsec = (long)(timer_period_ns % 1000000000ULL);
+	if (timer_settime(e->timer, 0, &its, NULL) != 0) {
+		int err = errno;
+		timer_delete(e->timer);
+		atomic_fetch_add_explicit(&timer_failures, 1, memory_order_relaxed);
+		return -err;
+	}
+	e->has_timer = true;
+	return 0;
+}
+
+static int start_tid(pid_t tid, bool self)
+{
+	int rc = 0;
+	pthread_mutex_lock(&registry_lock);
+	if (!find_locked(tid, true)) {
+		struct thread_entry *e = add_locked(tid);
+		rc = e ? arm_locked(e) : -ENOMEM;
+		if (e && rc == 0 && self)
+			prctl(PR_GET_NAME, e->name); /* refined by threads_reap later */
+		else if (e && rc != 0)
+			n_entries--; /* e is the last entry: drop it */
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return rc;
+}
+
+int threads_start_self(bool is_main)
+{
+	pid_t tid = sampler_gettid();
+	struct stack_range r = { 0, 0 };
+	stack_bounds_self(is_main, &r);
+	sampler_thread_setup(tid, r.lo, r.hi);
+	/* The key's destructor runs at thread exit however the thread ends. */
+	pthread_setspecific(exit_key, (void *)1);
+	int rc = start_tid(tid, true);
+	if (rc < 0)
+		log_debug("cannot arm the CPU timer of thread %d: %s", (int)tid, strerror(-rc));
+	return rc;
+}
+
+void threads_exit_self(void)
+{
+	pid_t tid = sampler_gettid();
+	pthread_mutex_lock(&registry_lock);
+	struct thread_entry *e = find_locked(tid, true);
+	if (e) {
+		if (e->has_timer)
+			timer_delete(e->timer);
+		e->has_timer = false;
+		e->status = THREAD_ENDED;
+		/* Last chance to learn the name: /proc forgets it with the thread. */
+		prctl(PR_GET_NAME, e->name);
+	}
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, out, THREAD_NAME_MAX - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	out[n] = 0;
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = 0;
+	return true;
+}
+
+int threads_scan_existing(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -errno;
+	pid_t self = sampler_gettid();
+	int armed = 0;
+	bool others = false;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		pid_t tid = (pid_t)atoi(de->d_name);
+		if (tid == self)
+			continue;
+		if (!others) {
+			/* Threads we did not create: the handler finds their stacks in a
+			 * snapshot of the mappings, taken only when such threads exist. */
+			stack_bounds_snapshot();
+			others = true;
+		}
+		if (start_tid(tid, false) == 0)
+			armed++;
+	}
+	closedir(d);
+	return armed;
+}
+
+/* A CPU timer whose thread has ended reads as disarmed (it_value 0) even though its
+ * interval is set: the kernel clears expiries when the thread exits, and a reused tid
+ * is a different task the timer does not follow. */
+static bool timer_thread_ended(timer_t t)
+{
+	struct itimerspec its;
+	if (timer_gettime(t, &its) != 0)
+		return true;
+	return its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0;
+}
+
+void threads_reap(void)
+{
+	pthread_mutex_lock(&registry_lock);
+	size_t w = 0;
+	for (size_t i = 0; i < n_entries; i++) {
+		struct thread_entry *e = &entries[i];
+		if (e->status == THREAD_ENDED)
+			continue; /* ended before the previous reap: samples already out */
+		if (e->has_timer && timer_thread_ended(e->timer)) {
+			timer_delete(e->timer);
+			e->has_timer = false;
+			e->status = THREAD_ENDED; /* keep its name for one more upload */
+		} else {
+			read_comm(e->tid, e->name);
+		}
+		entries[w++] = *e;
+	}
+	n_entries = w;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+bool threads_name(pid_t tid, char out[THREAD_NAME_MAX])
+{
+	bool found = false;
+	pthread_mutex_lock(&registry_lock);
+	/* Prefer the live entry: an ended entry may carry a reused tid's old name. */
+	struct thread_entry *e = find_locked(tid, true);
+	if (!e)
+		e = find_locked(tid, false);
+	if (e && e->name[0]) {
+		memcpy(out, e->name, THREAD_NAME_MAX);
+		found = true;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return found;
+}
+
+size_t threads_count(void)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&registry_lock);
+	for (size_t i = 0; i < n_entries; i++)
+		n += entries[i].has_timer;
+	pthread_mutex_unlock(&registry_lock);
+	return n;
+}
+
+uint64_t threads_timer_failures(void)
+{
+	return atomic_load_explicit(&timer_failures, memory_order_relaxed);
+}
+
+void threads_atfork_prepare(void)
+{
+	pthread_mutex_lock(&registry_lock);
+}
+
+void threads_atfork_parent(void)
+{
+	pthread_mutex_unlock(&registry_lock);
+}
+
+void threads_atfork_child(void)
+{
+	/* The child has one thread and no timers (POSIX timers are not inherited). We
+	 * hold the lock, taken in prepare by this very thread: re-initialize it. */
+	n_entries = 0;
+	pthread_mutex_init(&registry_lock, NULL);
+	sampler_after_fork_child();
+	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
+	 * the timer are new. */
+	int rc = start_tid(sampler_gettid(), true);
+	if (rc < 0)
+		log_debug("cannot arm the CPU timer in the fork child: %s", strerror(-rc));
+}

@@ -1,0 +1,58 @@
+/*
+ * threads.h - the registry of sampled threads and their CPU-clock timers.
+ *
+ * Owns: one POSIX timer per sampled thread, on that thread's CPU clock, delivering the
+ * sampling signal to that thread (SIGEV_THREAD_ID); the thread's name for labels.
+ *  - threads_start_self: a thread arms its own timer (our pthread_create wrapper, the
+ *    main thread); threads_start_tid: arm a thread that existed before we loaded.
+ *  - The first expiry is random in (0, period] so threads shorter than a period are
+ *    sampled in proportion to their CPU time instead of never.
+ *  - threads_exit_self deletes the timer at thread exit (return, pthread_exit, cancel:
+ *    a pthread key destructor); threads_reap deletes timers of threads that ended
+ *    without it (threads we did not create) and forgets them after their last upload.
+ * Context: application threads at thread start/exit (normal context), the uploader
+ * thread (reap, names), fork handlers. A mutex guards the registry; the fork prepare
+ * handler takes it so the child never inherits it held.
+ */
+#ifndef DDPROF_AGENT_THREADS_H
+#define DDPROF_AGENT_THREADS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define THREAD_NAME_MAX 16 /* TASK_COMM_LEN */
+
+/* Normal context, once. Returns 0 or a negative errno. */
+int threads_init(int signo, uint64_t period_ns);
+
+/* Calling thread: set up handler state and arm its timer. is_main picks the stack
+ * bounds method. 0 or negative errno. */
+int threads_start_self(bool is_main);
+
+/* Calling thread is ending. Idempotent. */
+void threads_exit_self(void);
+
+/* Arms every thread in /proc/self/task that has no timer yet, except the caller.
+ * Returns the number armed. */
+int threads_scan_existing(void);
+
+/* Uploader: deletes timers of ended threads, refreshes names of live ones, forgets
+ * threads that ended before the previous call (their samples were serialized). */
+void threads_reap(void);
+
+/* Name of tid (live or ended since the last reap) into out; false if unknown. */
+bool threads_name(pid_t tid, char out[THREAD_NAME_MAX]);
+
+/* Live timers, for diagnostics and tests. */
+size_t threads_count(void);
+uint64_t threads_timer_failures(void);
+
+/* Fork: prepare locks the registry; parent unlocks; child forgets every parent thread
+ * (their timers are not inherited) and arms the forking thread. */
+void threads_atfork_prepare(void);
+void threads_atfork_parent(void);
+void threads_atfork_child(void);
+
+#endif

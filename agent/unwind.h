@@ -1,0 +1,38 @@
+/*
+ * unwind.h - the pluggable unwinder interface and the frame-pointer unwinder.
+ *
+ * An unwinder turns the registers of an interrupted thread into pcs[] (leaf first).
+ * The signal handler calls the one selected at start-up through unwind_stack(); a
+ * DWARF CFI unwinder plugs in beside unwind_fp with the same signature.
+ * Context: signal handler (async-signal-safe). Every memory read is bounded to
+ * [sp, stack_hi) of the interrupted thread: all of it is mapped for the thread's own
+ * stack, so a corrupt frame pointer ends the walk instead of faulting.
+ */
+#ifndef DDPROF_AGENT_UNWIND_H
+#define DDPROF_AGENT_UNWIND_H
+
+#include <stdint.h>
+
+/* Deepest stack kept; deeper ones end in PC_TRUNCATED in the last slot. */
+#define UNWIND_MAX_DEPTH 256
+
+/* Synthetic pcs: never valid code addresses (the zero page is never mapped). */
+#define PC_TRUNCATED ((uintptr_t)1) /* "[truncated]": stack deeper than the limit */
+#define PC_UNKNOWN ((uintptr_t)2) /* "[unknown]": no pc could be read */
+#define PC_DROPPED ((uintptr_t)3) /* "[dropped]": stack refused past the ceiling */
+#define PC_SYNTHETIC_MAX ((uintptr_t)0xfff)
+
+struct unwind_regs {
+	uintptr_t pc;
+	uintptr_t sp;
+	uintptr_t fp;
+	uintptr_t stack_hi; /* exclusive top of the thread's stack; 0 = unknown */
+};
+
+/* Returns the number of pcs written (>= 1). async-signal-safe. */
+typedef uint32_t (*unwinder_fn)(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max);
+
+/* async-signal-safe. Follows the rbp chain. */
+uint32_t unwind_fp(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max);
+
+#endif

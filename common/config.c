@@ -1,0 +1,441 @@
+/*
+ * config.c - parse and validate libddprof's environment variables (see config.h).
+ *
+ * Owns: the only getenv calls of libddprof, and the rules for every DD_* variable the
+ * agent reads. The result is one struct filled once and never changed afterwards.
+ * Context: config_load() runs once from the library constructor, on the application's
+ * main thread before main (so getenv is not racing setenv), and from unit tests with a
+ * fake environment. Not async-signal-safe (it logs). No allocation: fixed buffers only.
+ * Rules: an empty value is the same as an unset one. A bad value costs exactly one
+ * warning line naming the variable, quoting the value and stating what is used instead.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define NSEC_PER_SEC 1000000000ULL
+/* Longest upload period accepted: one day. Longer is surely a unit mistake. */
+#define MAX_UPLOAD_PERIOD_S 86400ULL
+/* Bytes of a bad value quoted in a warning; the rest is elided as "...". */
+#define QUOTE_MAX 80
+#define QUOTE_BUF (QUOTE_MAX + sizeof("..."))
+/* Room for the explanation that follows the quoted value in a warning. */
+#define WHY_MAX 256
+/* Room for a size printed by fmt_size. */
+#define NUM_BUF 32
+/* First real-time signal of the kernel; glibc keeps those below SIGRTMIN for itself. */
+#define KERNEL_SIGRTMIN 32
+#define AUTO_SIGNAL_TEXT "0 (automatic: SIGPROF unless taken)"
+
+struct loader {
+	config_getenv_fn get;
+	const char *name; /* the variable last looked up, named by warnings */
+	int warnings;
+};
+
+/* The process environment, for get == NULL. secure_getenv ignores it in setuid programs,
+ * where it must not choose, e.g., the directory profiles are written to. */
+static const char *env_getenv(const char *name)
+{
+	return secure_getenv(name);
+}
+
+/* The value of name, or NULL when it is unset or empty. Later warnings name it. */
+static const char *lookup(struct loader *ld, const char *name)
+{
+	const char *v = ld->get(name);
+	ld->name = name;
+	return v && v[0] ? v : NULL;
+}
+
+/* Length to keep of s[0..len) so that no UTF-8 character is cut (s[len] is the cut). */
+static size_t utf8_cut(const char *s, size_t len)
+{
+	while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80) /* 10xxxxxx: continuation */
+		len--;
+	return len;
+}
+
+/* Copies up to QUOTE_MAX bytes of s[0..len) for a warning, control characters as '?' so
+ * the warning stays one line. */
+static const char *quote(char buf[QUOTE_BUF], const char *s, size_t len)
+{
+	size_t n = len > QUOTE_MAX ? utf8_cut(s, QUOTE_MAX) : len;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		buf[i] = c < 0x20 || c == 0x7F ? '?' : (char)c; /* ASCII controls and DEL */
+	}
+	strcpy(buf + n, n < len ? "..." : "");
+	return buf;
+}
+
+/* Logs `NAME="value" <why>` as one warning and counts it. */
+__attribute__((format(printf, 3, 4))) static void warn_bad(struct loader *ld, const char *value,
+							   const char *fmt, ...)
+{
+	char q[QUOTE_BUF], why[WHY_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	log_warn("%s=\"%s\" %s", ld->name, quote(q, value, strlen(value)), why);
+	ld->warnings++;
+}
+
+/* Parses a plain decimal integer: at least one digit, no sign, space or base prefix.
+ * *end is left after the digits. False if there is no digit or it overflows. */
+static bool parse_u64(const char *s, uint64_t *out, char **end)
+{
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, end, 10);
+	if (errno == ERANGE)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* "60", "0.5", "1.25", ".5" seconds to nanoseconds, exactly and without the locale's
+ * decimal point. Digits past the nanosecond are ignored. Rejects signs, exponents, nan,
+ * inf and anything above MAX_UPLOAD_PERIOD_S. */
+static bool parse_seconds(const char *s, uint64_t *ns)
+{
+	uint64_t whole = 0, frac = 0, scale = NSEC_PER_SEC;
+	bool digits = false;
+	for (; *s >= '0' && *s <= '9'; s++, digits = true) {
+		whole = whole * 10 + (uint64_t)(*s - '0');
+		if (whole > MAX_UPLOAD_PERIOD_S)
+			return false;
+	}
+	if (*s == '.') {
+		for (s++; *s >= '0' && *s <= '9'; s++, digits = true) {
+			scale /= 10;
+			frac += scale * (uint64_t)(*s - '0');
+		}
+	}
+	if (!digits || *s)
+		return false;
+	*ns = whole * NSEC_PER_SEC + frac;
+	return *ns <= MAX_UPLOAD_PERIOD_S * NSEC_PER_SEC;
+}
+
+/* An integer with an optional suffix K, M or G, alone or followed by B or iB, any case.
+ * All suffixes are powers of 1024 (KB == KiB). */
+static bool parse_size(const char *s, uint64_t *bytes)
+{
+	static const char prefixes[] = "KMG"; /* 1024^1, 1024^2, 1024^3 */
+	uint64_t v, mult = 1;
+	char *end;
+	if (!parse_u64(s, &v, &end))
+		return false;
+	if (*end) {
+		const char *p = memchr(prefixes, toupper((unsigned char)*end), strlen(prefixes));
+		if (!p || (end[1] && strcasecmp(end + 1, "B") && strcasecmp(end + 1, "iB")))
+			return false;
+		mult = 1ULL << (10 * (p - prefixes + 1));
+	}
+	if (v > UINT64_MAX / mult)
+		return false;
+	*bytes = v * mult;
+	return true;
+}
+
+/* Bytes in the largest binary unit that divides them exactly, "64MiB". */
+static const char *fmt_size(char buf[NUM_BUF], uint64_t bytes)
+{
+	static const char *const names[] = {"", "KiB", "MiB", "GiB"};
+	size_t i = 0;
+	while (i + 1 < sizeof(names) / sizeof(names[0]) && bytes && bytes % 1024 == 0) {
+		bytes /= 1024;
+		i++;
+	}
+	snprintf(buf, NUM_BUF, "%llu%s", (unsigned long long)bytes, names[i]);
+	return buf;
+}
+
+static const struct {
+	const char *name; /* without the "SIG" prefix */
+	int signo;
+} signames[] = {
+    {"HUP", SIGHUP},	   {"INT", SIGINT},	  {"QUIT", SIGQUIT}, {"ILL", SIGILL},
+    {"TRAP", SIGTRAP},	   {"ABRT", SIGABRT},	  {"IOT", SIGIOT},   {"BUS", SIGBUS},
+    {"FPE", SIGFPE},	   {"KILL", SIGKILL},	  {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},
+    {"USR2", SIGUSR2},	   {"PIPE", SIGPIPE},	  {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CHLD", SIGCHLD},	   {"CONT", SIGCONT},	  {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+    {"TTIN", SIGTTIN},	   {"TTOU", SIGTTOU},	  {"URG", SIGURG},   {"XCPU", SIGXCPU},
+    {"XFSZ", SIGXFSZ},	   {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH},
+    {"IO", SIGIO},	   {"POLL", SIGPOLL},	  {"SYS", SIGSYS},
+#ifdef SIGSTKFLT
+    {"STKFLT", SIGSTKFLT},
+#endif
+#ifdef SIGPWR
+    {"PWR", SIGPWR},
+#endif
+};
+#define N_SIGNAMES (sizeof(signames) / sizeof(signames[0]))
+
+/* "" -> base, "+n" (dir 1) or "-n" (dir -1) -> base +/- n; -1 if outside the RT range. */
+static int parse_rt_offset(const char *s, int base, int dir)
+{
+	uint64_t n;
+	char *end;
+	if (*s == '\0')
+		return base;
+	if (*s != (dir > 0 ? '+' : '-') || !parse_u64(s + 1, &n, &end) || *end ||
+	    n > (uint64_t)(SIGRTMAX - SIGRTMIN))
+		return -1;
+	return base + dir * (int)n;
+}
+
+/* A number 0..SIGRTMAX or a name (SIG prefix optional, any case): signo, or -1. */
+static int parse_signal(const char *s)
+{
+	uint64_t n;
+	char *end;
+	if (parse_u64(s, &n, &end))
+		return *end == '\0' && n <= (uint64_t)SIGRTMAX ? (int)n : -1;
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	if (strncasecmp(s, "RTMIN", 5) == 0)
+		return parse_rt_offset(s + 5, SIGRTMIN, 1);
+	if (strncasecmp(s, "RTMAX", 5) == 0)
+		return parse_rt_offset(s + 5, SIGRTMAX, -1);
+	for (size_t i = 0; i < N_SIGNAMES; i++) {
+		if (strcasecmp(s, signames[i].name) == 0)
+			return signames[i].signo;
+	}
+	return -1;
+}
+
+/* Signals the profiler must never take: fatal faults (a handler would hide crashes),
+ * job control, uncatchable ones, and those glibc reserves for threads and setxid. */
+static bool signal_refused(int signo)
+{
+	static const int refused[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS,  SIGILL,  SIGFPE,
+				      SIGABRT, SIGCHLD, SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		if (signo == refused[i])
+			return true;
+	}
+	return signo >= KERNEL_SIGRTMIN && signo < SIGRTMIN;
+}
+
+static const struct {
+	const char *name;
+	enum log_level level;
+} level_names[] = {
+    {"error", LOG_LEVEL_ERROR}, {"warn", LOG_LEVEL_WARN},   {"warning", LOG_LEVEL_WARN},
+    {"info", LOG_LEVEL_INFO},	{"debug", LOG_LEVEL_DEBUG},
+};
+#define N_LEVEL_NAMES (sizeof(level_names) / sizeof(level_names[0]))
+
+static void load_log_level(struct loader *ld, struct config *out)
+{
+	const char *v = lookup(ld, "DD_PROFILING_LOG_LEVEL");
+	bool ok = v == NULL;
+	for (size_t i = 0; v && !ok && i < N_LEVEL_NAMES; i++) {
+		if (strcasecmp(v, level_names[i].name) == 0) {
+			out->log_level = level_names[i].level;
+			ok = true;
+		}
+	}
+	/* Set before any other variable is read, so their warnings obey it. */
+	log_set_level(out->log_level);
+	if (!ok)
+		warn_bad(ld, v,
+			 "is not one of error, warn, warning, info, debug; using the default warn");
+}
+
+static void load_enabled(struct loader *ld, struct config *out)
+{
+	static const char *const yes[] = {"true", "1", "yes", "on"};
+	static const char *const no[] = {"false", "0", "no", "off"};
+	const char *v = lookup(ld, "DD_PROFILING_ENABLED");
+	if (!v)
+		return;
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+			out->enabled = strcasecmp(v, yes[i]) == 0;
+			return;
+		}
+	}
+	warn_bad(ld, v, "is not true/false, 1/0, yes/no or on/off; using the default %s",
+		 out->enabled ? "true" : "false");
+}
+
+static void load_cpu_hz(struct loader *ld, struct config *out)
+{
+	const char *v = lookup(ld, "DD_PROFILING_CPU_HZ");
+	uint64_t hz;
+	char *end;
+	if (!v)
+		return;
+	if (parse_u64(v, &hz, &end) && *end == '\0' && hz >= CONFIG_MIN_CPU_HZ &&
+	    hz <= CONFIG_MAX_CPU_HZ) {
+		out->cpu_hz = (unsigned)hz;
+		return;
+	}
+	warn_bad(ld, v, "is not an integer in %d..%d; using the default %u", CONFIG_MIN_CPU_HZ,
+		 CONFIG_MAX_CPU_HZ, out->cpu_hz);
+}
+
+static void load_upload_period(struct loader *ld, struct config *out)
+{
+	const char *v = lookup(ld, "DD_PROFILING_UPLOAD_PERIOD");
+	uint64_t ns;
+	if (!v)
+		return;
+	if (parse_seconds(v, &ns) && ns >= CONFIG_MIN_UPLOAD_PERIOD_NS) {
+		out->upload_period_ns = ns;
+		return;
+	}
+	warn_bad(ld, v, "is not a number of seconds in %g..%llu; using the default %g",
+		 (double)CONFIG_MIN_UPLOAD_PERIOD_NS / NSEC_PER_SEC, MAX_UPLOAD_PERIOD_S,
+		 (double)out->upload_period_ns / NSEC_PER_SEC);
+}
+
+static void load_max_memory(struct loader *ld, struct config *out)
+{
+	const char *v = lookup(ld, "DD_PROFILING_MAX_MEMORY");
+	char lo[NUM_BUF], hi[NUM_BUF], dflt[NUM_BUF];
+	uint64_t bytes;
+	if (!v)
+		return;
+	if (parse_size(v, &bytes) && bytes >= CONFIG_MIN_MAX_MEMORY &&
+	    bytes <= CONFIG_MAX_MAX_MEMORY) {
+		out->max_memory = bytes;
+		return;
+	}
+	warn_bad(ld, v,
+		 "is not a size in %s..%s (integer, optional suffix K, M or G); "
+		 "using the default %s",
+		 fmt_size(lo, CONFIG_MIN_MAX_MEMORY), fmt_size(hi, CONFIG_MAX_MAX_MEMORY),
+		 fmt_size(dflt, out->max_memory));
+}
+
+static void load_signal(struct loader *ld, struct config *out)
+{
+	const char *v = lookup(ld, "DD_PROFILING_SIGNAL");
+	if (!v)
+		return;
+	int signo = parse_signal(v);
+	if (signo < 0)
+		warn_bad(ld, v,
+			 "is not a signal number in 0..%d or a name such as SIGPROF or "
+			 "SIGRTMIN+3; using the default " AUTO_SIGNAL_TEXT,
+			 SIGRTMAX);
+	else if (signal_refused(signo))
+		warn_bad(ld, v,
+			 "is a signal the profiler must not take (fault, job control or "
+			 "glibc-internal); using the default " AUTO_SIGNAL_TEXT);
+	else
+		out->signal = signo;
+}
+
+/* Copies a string variable into dst, cutting it (at a character boundary) if too long. */
+static void load_string(struct loader *ld, const char *name, char *dst, size_t size)
+{
+	const char *v = lookup(ld, name);
+	if (!v)
+		return;
+	size_t len = strlen(v);
+	size_t keep = len < size ? len : utf8_cut(v, size - 1);
+	memcpy(dst, v, keep);
+	dst[keep] = '\0';
+	if (keep < len)
+		warn_bad(ld, v, "is longer than %zu bytes; using its first %zu bytes", size - 1,
+			 keep);
+}
+
+static void load_output_dir(struct loader *ld, struct config *out)
+{
+	const char *v = lookup(ld, "DD_PROFILING_OUTPUT_DIR");
+	if (!v)
+		return;
+	if (strlen(v) < sizeof(out->output_dir)) {
+		strcpy(out->output_dir, v);
+		return;
+	}
+	/* A cut path would name another directory: export nothing rather than that. */
+	warn_bad(ld, v, "is longer than %zu bytes; using the default \"\" (no file export)",
+		 sizeof(out->output_dir) - 1);
+}
+
+/* DD_TAGS: entries separated by commas and/or blanks; key:value kept, key=value turned
+ * into key:value; entries lacking a key or a value are dropped with a warning each. */
+static void load_tags(struct loader *ld, struct config *out)
+{
+	static const char seps[] = ", \t\n";
+	const char *v = lookup(ld, "DD_TAGS");
+	char q[QUOTE_BUF];
+	size_t used = 0;
+	if (!v)
+		return;
+	for (const char *p = v + strspn(v, seps); *p; p += strspn(p, seps)) {
+		size_t len = strcspn(p, seps);
+		size_t key = strcspn(p, ":=");
+		if (key == 0 || key + 1 >= len) {
+			log_warn("%s entry \"%s\" is not key:value or key=value; dropping it",
+				 ld->name, quote(q, p, len));
+			ld->warnings++;
+		} else if (used + (used > 0) + len >= sizeof(out->tags)) {
+			log_warn("%s is longer than %zu bytes once normalized; dropping the tags "
+				 "from \"%s\" on",
+				 ld->name, sizeof(out->tags) - 1, quote(q, p, len));
+			ld->warnings++;
+			break;
+		} else {
+			if (used > 0)
+				out->tags[used++] = ',';
+			memcpy(out->tags + used, p, len);
+			out->tags[used + key] = ':';
+			used += len;
+			out->tags[used] = '\0';
+		}
+		p += len;
+	}
+}
+
+void config_defaults(struct config *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->enabled = true;
+	out->cpu_hz = CONFIG_DEFAULT_CPU_HZ;
+	out->upload_period_ns = CONFIG_DEFAULT_UPLOAD_PERIOD_NS;
+	out->max_memory = CONFIG_DEFAULT_MAX_MEMORY;
+	out->log_level = LOG_LEVEL_WARN;
+}
+
+int config_load(struct config *out, config_getenv_fn get)
+{
+	struct loader ld = {.get = get ? get : env_getenv, .warnings = 0};
+	char mem[NUM_BUF];
+
+	config_defaults(out);
+	load_log_level(&ld, out); /* first: it decides whether the other warnings print */
+	load_enabled(&ld, out);
+	load_cpu_hz(&ld, out);
+	load_upload_period(&ld, out);
+	load_output_dir(&ld, out);
+	load_max_memory(&ld, out);
+	load_signal(&ld, out);
+	load_string(&ld, "DD_SERVICE", out->service, sizeof(out->service));
+	load_string(&ld, "DD_ENV", out->env, sizeof(out->env));
+	load_string(&ld, "DD_VERSION", out->version, sizeof(out->version));
+	load_tags(&ld, out);
+
+	log_debug("config: enabled=%d cpu_hz=%u upload_period=%gs output_dir=\"%s\" "
+		  "max_memory=%s signal=%d service=\"%s\" env=\"%s\" version=\"%s\" tags=\"%s\"",
+		  out->enabled, out->cpu_hz, (double)out->upload_period_ns / NSEC_PER_SEC,
+		  out->output_dir, fmt_size(mem, out->max_memory), out->signal, out->service,
+		  out->env, out->version, out->tags);
+	return ld.warnings;
+}

@@ -1,0 +1,48 @@
+/*
+ * ddprof.h - the public C API of libddprof.
+ *
+ * Nothing is needed to profile a program: LD_PRELOAD=libddprof.so starts the agent.
+ * A program that wants control links or dlsyms these functions. Every function returns
+ * 0 or a negative errno, never exits, and is safe to call from any application thread
+ * (not from a signal handler).
+ */
+#ifndef LIBDDPROF_DDPROF_H
+#define LIBDDPROF_DDPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ddprof_diagnostics {
+	uint64_t samples; /* samples in exported or serialized profiles */
+	uint64_t dropped_samples; /* samples whose new stack exceeded the memory ceiling */
+	uint64_t profiles_exported; /* profiles accepted by every exporter */
+	uint64_t export_failures;
+	uint64_t serialize_failures;
+	uint64_t bytes_exported;
+	uint64_t live_timers; /* threads being sampled now */
+	uint64_t timer_failures; /* threads whose timer could not be created */
+	uint64_t foreign_signals; /* profiling signals not sent by our timers */
+	uint64_t active_profile_bytes; /* memory used by the profile being filled */
+	int signal; /* the signal used for sampling, 0 when not running */
+};
+
+/* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */
+int ddprof_status(void);
+
+/* Serializes and exports what has been sampled so far, waiting at most timeout_ms.
+ * 0, -ETIMEDOUT, or -ENOTCONN. */
+int ddprof_flush(unsigned timeout_ms);
+
+/* Fills *out (size = sizeof(*out); larger structs of later versions are zero-filled
+ * past what this version knows). */
+int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,214 @@
+/*
+ * preload.c - the composition root: what LD_PRELOAD=libddprof.so runs.
+ *
+ * Owns: the constructor (read the configuration, start sampling, start the uploader),
+ * the destructor (final profile at normal exit), the interposed pthread_create (arm a
+ * timer in every new thread, delete it at thread exit), the pthread_atfork handlers,
+ * and the public API (ddprof.h).
+ * Context: constructor/destructor on the main thread (or whichever thread calls exit);
+ * pthread_create in application threads; fork handlers in the forking thread.
+ * Start-up cost: no library is loaded here beyond our own dependencies; the uploader
+ * thread loads the rest off the application's path.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/profile.h"
+#include "agent/sampler.h"
+#include "agent/threads.h"
+#include "agent/unwind.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "preload/ddprof.h"
+#include "uploader/uploader.h"
+
+#define DDPROF_EXPORT __attribute__((visibility("default")))
+/* At exit the app waits at most this long for the final profile. */
+#define EXIT_FLUSH_TIMEOUT_NS (2ULL * NS_PER_SEC)
+
+static struct config cfg;
+static struct profile_pair profiles;
+/* Set once the agent runs: new threads get timers from then on. Acquire/release pairs
+ * the constructor's set-up with the pthread_create wrapper reading it. */
+static _Atomic bool agent_running;
+static thread_create_fn real_pthread_create;
+
+static thread_create_fn resolve_pthread_create(void)
+{
+	thread_create_fn f = __atomic_load_n(&real_pthread_create, __ATOMIC_ACQUIRE);
+	if (!f) {
+		/* Before our constructor (another library's constructor made a thread). */
+		f = (thread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+		/* Release pairs with the acquire above: any thread may resolve it; all get
+		 * the same value. */
+		__atomic_store_n(&real_pthread_create, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
+
+struct thread_start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *thread_trampoline(void *p)
+{
+	struct thread_start start = *(struct thread_start *)p;
+	free(p);
+	/* Acquire pairs with the constructor's release: its set-up is visible. */
+	if (atomic_load_explicit(&agent_running, memory_order_acquire))
+		threads_start_self(false);
+	/* Thread exit (return, pthread_exit, cancellation) reaches threads_exit_self
+	 * through the pthread key destructor set by threads_start_self. */
+	return start.fn(start.arg);
+}
+
+DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+				 void *arg)
+{
+	thread_create_fn real = resolve_pthread_create();
+	if (!real)
+		return EAGAIN;
+	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+		return real(t, attr, fn, arg);
+	struct thread_start *s = malloc(sizeof(*s));
+	if (!s)
+		return real(t, attr, fn, arg); /* unsampled rather than failing the app */
+	s->fn = fn;
+	s->arg = arg;
+	int rc = real(t, attr, thread_trampoline, s);
+	if (rc != 0)
+		free(s);
+	return rc;
+}
+
+static void atfork_prepare(void)
+{
+	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+		return;
+	uploader_atfork_prepare();
+	threads_atfork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+		return;
+	threads_atfork_parent();
+	uploader_atfork_parent();
+}
+
+static void atfork_child(void)
+{
+	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+		return;
+	/* A fresh profile: the parent's samples are the parent's to upload. */
+	profiles_reinit_after_fork(&profiles, clock_now_ns(CLOCK_REALTIME));
+	threads_atfork_child();
+	uploader_atfork_child();
+}
+
+static const char *config_getenv(const char *name)
+{
+	return getenv(name);
+}
+
+__attribute__((constructor)) static void ddprof_init(void)
+{
+	int saved_errno = errno;
+	config_load(&cfg, config_getenv);
+	if (!cfg.enabled)
+		goto out;
+	if (!resolve_pthread_create()) {
+		log_error("cannot find pthread_create; profiling disabled");
+		goto out;
+	}
+	int rc = profiles_init(&profiles, cfg.max_memory, clock_now_ns(CLOCK_REALTIME));
+	if (rc < 0) {
+		log_error("cannot reserve %llu bytes for profiles (%s); profiling disabled",
+			  (unsigned long long)cfg.max_memory, strerror(-rc));
+		goto out;
+	}
+	uint64_t period_ns = NS_PER_SEC / cfg.cpu_hz;
+	int signo = sampler_init(&profiles, period_ns, cfg.signal, unwind_fp);
+	if (signo < 0) {
+		log_error("no free signal for sampling; profiling disabled");
+		goto out;
+	}
+	rc = threads_init(signo, period_ns);
+	if (rc < 0) {
+		log_error("cannot set up thread tracking (%s); profiling disabled",
+			  strerror(-rc));
+		goto out;
+	}
+	sampler_set_enabled(true);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	/* Release pairs with the wrapper's acquire. New threads register themselves from
+	 * now on, before the scan, so no thread is missed (one seen twice is armed once). */
+	atomic_store_explicit(&agent_running, true, memory_order_release);
+	threads_start_self(getpid() == sampler_gettid());
+	threads_scan_existing();
+	rc = uploader_start(&cfg, &profiles, real_pthread_create);
+	if (rc < 0)
+		log_error("cannot start the uploader thread (%s); profiles will not be exported",
+			  strerror(-rc));
+	log_debug("sampling at %u Hz with signal %d, upload every %.3f s", cfg.cpu_hz, signo,
+		  (double)cfg.upload_period_ns / NS_PER_SEC);
+out:
+	errno = saved_errno;
+}
+
+__attribute__((destructor)) static void ddprof_fini(void)
+{
+	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+		return;
+	int saved_errno = errno;
+	uploader_stop(EXIT_FLUSH_TIMEOUT_NS);
+	sampler_set_enabled(false);
+	errno = saved_errno;
+}
+
+DDPROF_EXPORT int ddprof_status(void)
+{
+	return atomic_load_explicit(&agent_running, memory_order_acquire) ? 0 : -ENOTCONN;
+}
+
+DDPROF_EXPORT int ddprof_flush(unsigned timeout_ms)
+{
+	if (ddprof_status() != 0)
+		return -ENOTCONN;
+	int rc = uploader_flush((uint64_t)timeout_ms * 1000000ULL);
+	return rc == -ESRCH ? -ENOTCONN : rc;
+}
+
+DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t size)
+{
+	if (!out || size == 0)
+		return -EINVAL;
+	struct ddprof_diagnostics d;
+	memset(&d, 0, sizeof(d));
+	if (atomic_load_explicit(&agent_running, memory_order_acquire)) {
+		struct uploader_stats us;
+		uploader_get_stats(&us);
+		d.samples = us.samples;
+		d.dropped_samples = us.dropped_samples;
+		d.profiles_exported = us.profiles_exported;
+		d.export_failures = us.export_failures;
+		d.serialize_failures = us.serialize_failures;
+		d.bytes_exported = us.bytes_exported;
+		d.live_timers = threads_count();
+		d.timer_failures = threads_timer_failures();
+		d.foreign_signals = sampler_foreign_signals();
+		d.active_profile_bytes = region_used(&profiles_active(&profiles)->region);
+		d.signal = sampler_signal();
+	}
+	memset(out, 0, size);
+	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));
+	return 0;
+}

@@ -1,0 +1,659 @@
+/*
+ * test_config.c - unit tests of common/config.c: every environment variable's valid
+ * values, and for each bad value: the default is used and exactly one warning is given.
+ *
+ * The environment is a fake table (fake_getenv); stderr is captured around every
+ * config_load so that each test also checks that the number of warning lines printed
+ * equals the count config_load returns.
+ */
+#include "common/config.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FAKE_ENV_MAX 16
+#define CAPTURE_MAX 8192
+#define WARN_PREFIX "libddprof: warning: "
+#define MIB (1ULL << 20)
+#define GIB (1ULL << 30)
+#define NS_PER_S 1000000000ULL
+
+static struct {
+	const char *name;
+	const char *value;
+} fake_env[FAKE_ENV_MAX];
+static int fake_count;
+static char seen_stderr[CAPTURE_MAX]; /* what the last load() printed */
+
+static const char *fake_getenv(const char *name)
+{
+	for (int i = 0; i < fake_count; i++) {
+		if (strcmp(fake_env[i].name, name) == 0)
+			return fake_env[i].value;
+	}
+	return NULL;
+}
+
+static void fake_clear(void)
+{
+	fake_count = 0;
+}
+
+static void fake_set(const char *name, const char *value)
+{
+	for (int i = 0; i < fake_count; i++) {
+		if (strcmp(fake_env[i].name, name) == 0) {
+			fake_env[i].value = value;
+			return;
+		}
+	}
+	ck_assert_int_lt(fake_count, FAKE_ENV_MAX);
+	fake_env[fake_count].name = name;
+	fake_env[fake_count].value = value;
+	fake_count++;
+}
+
+/* Number of lines of s that are warnings. */
+static int count_warning_lines(const char *s)
+{
+	int n = 0;
+	for (const char *p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (strncmp(p, WARN_PREFIX, strlen(WARN_PREFIX)) == 0)
+			n++;
+	}
+	return n;
+}
+
+/* config_load with the fake environment, stderr captured into seen_stderr. Checks that
+ * the warnings printed match the count returned (none print at the error level). */
+static int load(struct config *cfg)
+{
+	FILE *tmp = tmpfile();
+	ck_assert_msg(tmp != NULL, "tmpfile failed");
+	int saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(dup2(fileno(tmp), STDERR_FILENO), STDERR_FILENO);
+	int warnings = config_load(cfg, fake_getenv);
+	ck_assert_int_eq(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(seen_stderr, 1, sizeof(seen_stderr) - 1, tmp);
+	seen_stderr[n] = '\0';
+	fclose(tmp);
+	int printed = count_warning_lines(seen_stderr);
+	int expected = log_get_level() >= LOG_LEVEL_WARN ? warnings : 0;
+	ck_assert_msg(printed == expected, "expected %d warning lines, seen %d in \"%s\"", expected,
+		      printed, seen_stderr);
+	return warnings;
+}
+
+/* Loads with only name=value set and checks it gives exactly one warning. */
+static void load_one_bad(struct config *cfg, const char *name, const char *value)
+{
+	fake_clear();
+	fake_set(name, value);
+	int w = load(cfg);
+	ck_assert_msg(w == 1, "%s=\"%s\": expected 1 warning, seen %d", name, value, w);
+}
+
+/* Loads with only name=value set and checks it gives no warning. */
+static void load_one_good(struct config *cfg, const char *name, const char *value)
+{
+	fake_clear();
+	fake_set(name, value);
+	int w = load(cfg);
+	ck_assert_msg(w == 0, "%s=\"%s\": expected 0 warnings, seen %d: %s", name, value, w,
+		      seen_stderr);
+}
+
+static void setup(void)
+{
+	fake_clear();
+	log_set_level(LOG_LEVEL_WARN);
+}
+
+static void assert_defaults(const struct config *cfg)
+{
+	ck_assert(cfg->enabled);
+	ck_assert_uint_eq(cfg->cpu_hz, 99);
+	ck_assert_uint_eq(cfg->upload_period_ns, 60 * NS_PER_S);
+	ck_assert_str_eq(cfg->output_dir, "");
+	ck_assert_uint_eq(cfg->max_memory, 64 * MIB);
+	ck_assert_int_eq(cfg->signal, 0);
+	ck_assert_int_eq(cfg->log_level, LOG_LEVEL_WARN);
+	ck_assert_str_eq(cfg->service, "");
+	ck_assert_str_eq(cfg->env, "");
+	ck_assert_str_eq(cfg->version, "");
+	ck_assert_str_eq(cfg->tags, "");
+}
+
+START_TEST(test_defaults_when_nothing_set)
+{
+	struct config cfg;
+	ck_assert_int_eq(load(&cfg), 0);
+	assert_defaults(&cfg);
+	ck_assert_str_eq(seen_stderr, "");
+	config_defaults(&cfg);
+	assert_defaults(&cfg);
+}
+END_TEST
+
+START_TEST(test_empty_values_count_as_unset)
+{
+	static const char *const names[] = {
+	    "DD_PROFILING_ENABLED",
+	    "DD_PROFILING_CPU_HZ",
+	    "DD_PROFILING_UPLOAD_PERIOD",
+	    "DD_PROFILING_OUTPUT_DIR",
+	    "DD_PROFILING_MAX_MEMORY",
+	    "DD_PROFILING_SIGNAL",
+	    "DD_PROFILING_LOG_LEVEL",
+	    "DD_SERVICE",
+	    "DD_ENV",
+	    "DD_VERSION",
+	    "DD_TAGS",
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		fake_set(names[i], "");
+	ck_assert_int_eq(load(&cfg), 0);
+	assert_defaults(&cfg);
+}
+END_TEST
+
+START_TEST(test_enabled_accepts_boolean_spellings_in_any_case)
+{
+	static const char *const no[] = {"false", "0", "no", "off", "FALSE", "Off", "NO"};
+	static const char *const yes[] = {"true", "1", "yes", "on", "TRUE", "On", "Yes"};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		load_one_good(&cfg, "DD_PROFILING_ENABLED", no[i]);
+		ck_assert_msg(!cfg.enabled, "ENABLED=\"%s\": expected false, seen true", no[i]);
+	}
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		load_one_good(&cfg, "DD_PROFILING_ENABLED", yes[i]);
+		ck_assert_msg(cfg.enabled, "ENABLED=\"%s\": expected true, seen false", yes[i]);
+	}
+}
+END_TEST
+
+START_TEST(test_bad_enabled_warns_once_and_uses_default)
+{
+	static const char *const bad[] = {"yes please", "2", "enabled", " true", "truex"};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_ENABLED", bad[i]);
+		ck_assert_msg(cfg.enabled, "ENABLED=\"%s\": expected default true", bad[i]);
+	}
+}
+END_TEST
+
+START_TEST(test_cpu_hz_accepts_integers_in_range)
+{
+	static const struct {
+		const char *in;
+		unsigned hz;
+	} ok[] = {{"1000", 1000}, {"1", 1}, {"10000", 10000}, {"0099", 99}};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		load_one_good(&cfg, "DD_PROFILING_CPU_HZ", ok[i].in);
+		ck_assert_msg(cfg.cpu_hz == ok[i].hz, "CPU_HZ=\"%s\": expected %u, seen %u",
+			      ok[i].in, ok[i].hz, cfg.cpu_hz);
+	}
+}
+END_TEST
+
+START_TEST(test_bad_cpu_hz_warns_once_and_uses_default)
+{
+	static const char *const bad[] = {
+	    "abc",
+	    "0",
+	    "10001",
+	    "-5",
+	    "99hz",
+	    " 99",
+	    "+99",
+	    "1e3",
+	    "0x10",
+	    "99.5",
+	    "18446744073709551616",
+	    "99999999999999999999999",
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_CPU_HZ", bad[i]);
+		ck_assert_msg(cfg.cpu_hz == 99, "CPU_HZ=\"%s\": expected default 99, seen %u",
+			      bad[i], cfg.cpu_hz);
+	}
+}
+END_TEST
+
+START_TEST(test_bad_cpu_hz_warning_names_variable_value_and_default)
+{
+	struct config cfg;
+	load_one_bad(&cfg, "DD_PROFILING_CPU_HZ", "abc");
+	ck_assert_str_eq(seen_stderr, WARN_PREFIX "DD_PROFILING_CPU_HZ=\"abc\" is not an integer "
+						  "in 1..10000; using the default 99\n");
+}
+END_TEST
+
+START_TEST(test_upload_period_accepts_decimal_seconds)
+{
+	static const struct {
+		const char *in;
+		uint64_t ns;
+	} ok[] = {
+	    {"60", 60 * NS_PER_S},
+	    {"0.5", 500000000ULL},
+	    {"1.25", 1250000000ULL},
+	    {"0.1", 100000000ULL},
+	    {".5", 500000000ULL},
+	    {"2.", 2 * NS_PER_S},
+	    {"86400", 86400 * NS_PER_S},
+	    {"1.0000000019", 1000000001ULL}, /* digits past the nanosecond are ignored */
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		load_one_good(&cfg, "DD_PROFILING_UPLOAD_PERIOD", ok[i].in);
+		ck_assert_msg(cfg.upload_period_ns == ok[i].ns,
+			      "UPLOAD_PERIOD=\"%s\": expected %llu ns, seen %llu", ok[i].in,
+			      (unsigned long long)ok[i].ns,
+			      (unsigned long long)cfg.upload_period_ns);
+	}
+}
+END_TEST
+
+START_TEST(test_bad_upload_period_warns_once_and_uses_default)
+{
+	static const char *const bad[] = {
+	    "0.05",
+	    "0",
+	    "nan",
+	    "NaN",
+	    "inf",
+	    "-1",
+	    "-0.5",
+	    "+5",
+	    "1e3",
+	    "60s",
+	    "abc",
+	    "86400.5",
+	    "86401",
+	    "1..2",
+	    " 60",
+	    "0x10",
+	    ".",
+	    "1,5",
+	    "99999999999999999999999",
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_UPLOAD_PERIOD", bad[i]);
+		ck_assert_msg(cfg.upload_period_ns == 60 * NS_PER_S,
+			      "UPLOAD_PERIOD=\"%s\": expected default %llu ns, seen %llu", bad[i],
+			      60 * NS_PER_S, (unsigned long long)cfg.upload_period_ns);
+	}
+}
+END_TEST
+
+START_TEST(test_bad_upload_period_warning_names_variable_value_and_default)
+{
+	struct config cfg;
+	load_one_bad(&cfg, "DD_PROFILING_UPLOAD_PERIOD", "0.05");
+	ck_assert_str_eq(seen_stderr, WARN_PREFIX "DD_PROFILING_UPLOAD_PERIOD=\"0.05\" is not a "
+						  "number of seconds in 0.1..86400; using the "
+						  "default 60\n");
+}
+END_TEST
+
+START_TEST(test_output_dir_is_copied)
+{
+	struct config cfg;
+	load_one_good(&cfg, "DD_PROFILING_OUTPUT_DIR", "/tmp/profiles");
+	ck_assert_str_eq(cfg.output_dir, "/tmp/profiles");
+}
+END_TEST
+
+START_TEST(test_too_long_output_dir_warns_once_and_disables_export)
+{
+	static char path[CONFIG_PATH_MAX + 1];
+	struct config cfg;
+	memset(path, 'd', CONFIG_PATH_MAX);
+	path[0] = '/';
+	load_one_bad(&cfg, "DD_PROFILING_OUTPUT_DIR", path);
+	ck_assert_str_eq(cfg.output_dir, "");
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_PROFILING_OUTPUT_DIR=\"/ddd"));
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "using the default \"\""));
+	path[CONFIG_PATH_MAX - 1] = '\0'; /* the longest that fits */
+	load_one_good(&cfg, "DD_PROFILING_OUTPUT_DIR", path);
+	ck_assert_uint_eq(strlen(cfg.output_dir), CONFIG_PATH_MAX - 1);
+}
+END_TEST
+
+START_TEST(test_max_memory_accepts_binary_suffixes_in_any_case)
+{
+	static const struct {
+		const char *in;
+		uint64_t bytes;
+	} ok[] = {
+	    {"32M", 33554432ULL}, {"1GiB", GIB},	 {"1048576", MIB},
+	    {"512k", 512 << 10},  {"2gb", 2 * GIB},	 {"100MB", 100 * MIB},
+	    {"8mib", 8 * MIB},	  {"256KiB", 256 << 10}, /* the minimum */
+	    {"16G", 16 * GIB},				 /* the maximum */
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		load_one_good(&cfg, "DD_PROFILING_MAX_MEMORY", ok[i].in);
+		ck_assert_msg(cfg.max_memory == ok[i].bytes,
+			      "MAX_MEMORY=\"%s\": expected %llu, seen %llu", ok[i].in,
+			      (unsigned long long)ok[i].bytes, (unsigned long long)cfg.max_memory);
+	}
+}
+END_TEST
+
+START_TEST(test_bad_max_memory_warns_once_and_uses_default)
+{
+	static const char *const bad[] = {
+	    "abc",
+	    "1T",
+	    "255K",
+	    "17G",
+	    "-1M",
+	    "1.5M",
+	    "1 M",
+	    "M",
+	    "64MBB",
+	    "0",
+	    "0x100000",
+	    "16777217K",
+	    "18446744073709551615G",
+	    "99999999999999999999999",
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_MAX_MEMORY", bad[i]);
+		ck_assert_msg(cfg.max_memory == 64 * MIB,
+			      "MAX_MEMORY=\"%s\": expected default %llu, seen %llu", bad[i],
+			      64 * MIB, (unsigned long long)cfg.max_memory);
+	}
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "using the default 64MiB"));
+}
+END_TEST
+
+START_TEST(test_signal_accepts_numbers_and_names)
+{
+	const struct {
+		const char *in;
+		int signo;
+	} ok[] = {
+	    {"SIGUSR2", 12},
+	    {"usr2", SIGUSR2},
+	    {"PROF", SIGPROF},
+	    {"sigprof", SIGPROF},
+	    {"27", 27},
+	    {"SIGRTMIN+3", SIGRTMIN + 3},
+	    {"SIGRTMIN", SIGRTMIN},
+	    {"rtmin+0", SIGRTMIN},
+	    {"SIGRTMAX", SIGRTMAX},
+	    {"SIGRTMAX-2", SIGRTMAX - 2},
+	    {"64", 64},
+	    {"0", 0}, /* explicit automatic choice */
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		load_one_good(&cfg, "DD_PROFILING_SIGNAL", ok[i].in);
+		ck_assert_msg(cfg.signal == ok[i].signo, "SIGNAL=\"%s\": expected %d, seen %d",
+			      ok[i].in, ok[i].signo, cfg.signal);
+	}
+}
+END_TEST
+
+START_TEST(test_refused_signal_warns_once_and_uses_auto)
+{
+	static const char *const bad[] = {
+	    "9",      "SIGKILL", "STOP",    "SIGSEGV", "7",	  "SIGILL",  "SIGFPE", "SIGABRT",
+	    "SIGIOT", "SIGCHLD", "SIGCONT", "SIGTSTP", "SIGTTIN", "SIGTTOU", "32",     "33",
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_SIGNAL", bad[i]);
+		ck_assert_msg(cfg.signal == 0, "SIGNAL=\"%s\": expected auto (0), seen %d", bad[i],
+			      cfg.signal);
+	}
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_PROFILING_SIGNAL=\"33\""));
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "using the default 0 (automatic"));
+}
+END_TEST
+
+START_TEST(test_bad_signal_warns_once_and_uses_auto)
+{
+	static const char *const bad[] = {
+	    "65",
+	    "-1",
+	    "12abc",
+	    "SIGFOO",
+	    "SIG",
+	    "SIGRTMIN+99",
+	    "SIGRTMIN-1",
+	    "SIGRTMAX+1",
+	    "SIGRTMIN+",
+	    "SIGUSR2 ",
+	    "99999999999999999999999",
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_SIGNAL", bad[i]);
+		ck_assert_msg(cfg.signal == 0, "SIGNAL=\"%s\": expected auto (0), seen %d", bad[i],
+			      cfg.signal);
+	}
+}
+END_TEST
+
+START_TEST(test_log_level_debug_is_applied)
+{
+	struct config cfg;
+	load_one_good(&cfg, "DD_PROFILING_LOG_LEVEL", "debug");
+	ck_assert_int_eq(cfg.log_level, LOG_LEVEL_DEBUG);
+	ck_assert_int_eq(log_get_level(), LOG_LEVEL_DEBUG);
+}
+END_TEST
+
+START_TEST(test_log_level_names_are_case_insensitive)
+{
+	static const struct {
+		const char *in;
+		enum log_level level;
+	} ok[] = {
+	    {"ERROR", LOG_LEVEL_ERROR}, {"Warn", LOG_LEVEL_WARN},   {"warning", LOG_LEVEL_WARN},
+	    {"INFO", LOG_LEVEL_INFO},	{"DeBuG", LOG_LEVEL_DEBUG},
+	};
+	struct config cfg;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		log_set_level(LOG_LEVEL_WARN);
+		load_one_good(&cfg, "DD_PROFILING_LOG_LEVEL", ok[i].in);
+		ck_assert_msg(cfg.log_level == ok[i].level && log_get_level() == ok[i].level,
+			      "LOG_LEVEL=\"%s\": expected %d, seen %d (logger at %d)", ok[i].in,
+			      ok[i].level, cfg.log_level, log_get_level());
+	}
+}
+END_TEST
+
+START_TEST(test_bad_log_level_warns_once_and_uses_warn)
+{
+	struct config cfg;
+	log_set_level(LOG_LEVEL_DEBUG); /* a leftover level must not survive a reload */
+	load_one_bad(&cfg, "DD_PROFILING_LOG_LEVEL", "verbose");
+	ck_assert_int_eq(cfg.log_level, LOG_LEVEL_WARN);
+	ck_assert_int_eq(log_get_level(), LOG_LEVEL_WARN);
+}
+END_TEST
+
+START_TEST(test_error_log_level_silences_warnings_but_counts_them)
+{
+	struct config cfg;
+	fake_set("DD_PROFILING_LOG_LEVEL", "error");
+	fake_set("DD_PROFILING_CPU_HZ", "abc");
+	fake_set("DD_PROFILING_MAX_MEMORY", "1T");
+	ck_assert_int_eq(load(&cfg), 2);
+	ck_assert_str_eq(seen_stderr, "");
+	ck_assert_uint_eq(cfg.cpu_hz, 99);
+}
+END_TEST
+
+START_TEST(test_service_env_version_are_copied)
+{
+	struct config cfg;
+	fake_set("DD_SERVICE", "checkout");
+	fake_set("DD_ENV", "prod");
+	fake_set("DD_VERSION", "1.2.3");
+	ck_assert_int_eq(load(&cfg), 0);
+	ck_assert_str_eq(cfg.service, "checkout");
+	ck_assert_str_eq(cfg.env, "prod");
+	ck_assert_str_eq(cfg.version, "1.2.3");
+}
+END_TEST
+
+START_TEST(test_too_long_service_is_truncated_with_one_warning)
+{
+	static char name[CONFIG_TAG_MAX + 50];
+	struct config cfg;
+	memset(name, 's', sizeof(name) - 1);
+	load_one_bad(&cfg, "DD_SERVICE", name);
+	ck_assert_uint_eq(strlen(cfg.service), CONFIG_TAG_MAX - 1);
+	ck_assert_int_eq(memcmp(cfg.service, name, CONFIG_TAG_MAX - 1), 0);
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_SERVICE=\"sss"));
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "using its first 255 bytes"));
+}
+END_TEST
+
+START_TEST(test_truncation_does_not_cut_a_utf8_character)
+{
+	static char version[CONFIG_TAG_MAX + 1];
+	struct config cfg;
+	memset(version, 'v', CONFIG_TAG_MAX - 2);
+	strcpy(version + CONFIG_TAG_MAX - 2, "\xc3\xa9"); /* "é" straddles the cut */
+	load_one_bad(&cfg, "DD_VERSION", version);
+	ck_assert_uint_eq(strlen(cfg.version), CONFIG_TAG_MAX - 2);
+}
+END_TEST
+
+START_TEST(test_tags_are_normalized_to_key_colon_value)
+{
+	struct config cfg;
+	load_one_bad(&cfg, "DD_TAGS", "a:b, c=d,,e");
+	ck_assert_str_eq(cfg.tags, "a:b,c:d");
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_TAGS entry \"e\""));
+	load_one_good(&cfg, "DD_TAGS", "  team:prof\tregion=eu  ,zone:a ");
+	ck_assert_str_eq(cfg.tags, "team:prof,region:eu,zone:a");
+}
+END_TEST
+
+START_TEST(test_tag_value_may_contain_separators)
+{
+	struct config cfg;
+	load_one_good(&cfg, "DD_TAGS", "url:http://x/?q=1,k=v:w");
+	ck_assert_str_eq(cfg.tags, "url:http://x/?q=1,k:v:w");
+}
+END_TEST
+
+START_TEST(test_tags_without_key_or_value_are_dropped_with_a_warning_each)
+{
+	struct config cfg;
+	fake_set("DD_TAGS", ":v k: e= ok:1 =x");
+	ck_assert_int_eq(load(&cfg), 4);
+	ck_assert_str_eq(cfg.tags, "ok:1");
+}
+END_TEST
+
+START_TEST(test_tags_overflow_keeps_whole_tags_and_warns_once)
+{
+	static char tags[3 * CONFIG_TAGS_MAX];
+	struct config cfg;
+	size_t n = 0;
+	while (n + sizeof("key:value,") < sizeof(tags)) /* ten bytes a tag */
+		n += (size_t)sprintf(tags + n, "key:value,");
+	load_one_bad(&cfg, "DD_TAGS", tags);
+	size_t len = strlen(cfg.tags);
+	ck_assert_uint_le(len, CONFIG_TAGS_MAX - 1);
+	ck_assert_uint_eq((len + 1) % 10, 0); /* whole "key:value" tags only */
+	ck_assert_uint_gt(len, CONFIG_TAGS_MAX - 11);
+}
+END_TEST
+
+START_TEST(test_control_characters_in_a_bad_value_keep_the_warning_on_one_line)
+{
+	struct config cfg;
+	load_one_bad(&cfg, "DD_PROFILING_CPU_HZ", "12\n34\r\x1b[31m");
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "\"12?34??[31m\""));
+	ck_assert_ptr_eq(strchr(seen_stderr, '\n'), seen_stderr + strlen(seen_stderr) - 1);
+}
+END_TEST
+
+START_TEST(test_each_bad_variable_adds_one_warning)
+{
+	struct config cfg;
+	fake_set("DD_PROFILING_ENABLED", "maybe");
+	fake_set("DD_PROFILING_CPU_HZ", "0");
+	fake_set("DD_PROFILING_UPLOAD_PERIOD", "inf");
+	fake_set("DD_PROFILING_MAX_MEMORY", "1T");
+	fake_set("DD_PROFILING_SIGNAL", "SIGKILL");
+	fake_set("DD_PROFILING_LOG_LEVEL", "loud");
+	fake_set("DD_TAGS", "e");
+	fake_set("DD_SERVICE", "ok");
+	ck_assert_int_eq(load(&cfg), 7);
+	cfg.service[0] = '\0'; /* the one valid value */
+	assert_defaults(&cfg);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("config");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_defaults_when_nothing_set);
+	tcase_add_test(tc, test_empty_values_count_as_unset);
+	tcase_add_test(tc, test_enabled_accepts_boolean_spellings_in_any_case);
+	tcase_add_test(tc, test_bad_enabled_warns_once_and_uses_default);
+	tcase_add_test(tc, test_cpu_hz_accepts_integers_in_range);
+	tcase_add_test(tc, test_bad_cpu_hz_warns_once_and_uses_default);
+	tcase_add_test(tc, test_bad_cpu_hz_warning_names_variable_value_and_default);
+	tcase_add_test(tc, test_upload_period_accepts_decimal_seconds);
+	tcase_add_test(tc, test_bad_upload_period_warns_once_and_uses_default);
+	tcase_add_test(tc, test_bad_upload_period_warning_names_variable_value_and_default);
+	tcase_add_test(tc, test_output_dir_is_copied);
+	tcase_add_test(tc, test_too_long_output_dir_warns_once_and_disables_export);
+	tcase_add_test(tc, test_max_memory_accepts_binary_suffixes_in_any_case);
+	tcase_add_test(tc, test_bad_max_memory_warns_once_and_uses_default);
+	tcase_add_test(tc, test_signal_accepts_numbers_and_names);
+	tcase_add_test(tc, test_refused_signal_warns_once_and_uses_auto);
+	tcase_add_test(tc, test_bad_signal_warns_once_and_uses_auto);
+	tcase_add_test(tc, test_log_level_debug_is_applied);
+	tcase_add_test(tc, test_log_level_names_are_case_insensitive);
+	tcase_add_test(tc, test_bad_log_level_warns_once_and_uses_warn);
+	tcase_add_test(tc, test_error_log_level_silences_warnings_but_counts_them);
+	tcase_add_test(tc, test_service_env_version_are_copied);
+	tcase_add_test(tc, test_too_long_service_is_truncated_with_one_warning);
+	tcase_add_test(tc, test_truncation_does_not_cut_a_utf8_character);
+	tcase_add_test(tc, test_tags_are_normalized_to_key_colon_value);
+	tcase_add_test(tc, test_tag_value_may_contain_separators);
+	tcase_add_test(tc, test_tags_without_key_or_value_are_dropped_with_a_warning_each);
+	tcase_add_test(tc, test_tags_overflow_keeps_whole_tags_and_warns_once);
+	tcase_add_test(tc, test_control_characters_in_a_bad_value_keep_the_warning_on_one_line);
+	tcase_add_test(tc, test_each_bad_variable_adds_one_warning);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(config_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed != 0 ? 1 : 0;
+}

@@ -1,0 +1,345 @@
+/*
+ * pprof.c - CPU profile to gzip pprof (see pprof.h).
+ *
+ * Context: uploader thread; the profile is quiescent (profiles_swap waited for every
+ * handler), so its trie is read without synchronization beyond the swap.
+ *
+ * Encoding plan: samples, locations and functions go into separate buffers as the trie
+ * is walked (interning strings, pcs and names on the way); the Profile message is then
+ * the concatenation of its fields, with the string table last, once it is complete.
+ */
+#include "pprof.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "agent/threads.h"
+#include "agent/unwind.h"
+#include "common/hashmap.h"
+
+/* profile.proto field numbers. */
+enum {
+	PROFILE_SAMPLE_TYPE = 1,
+	PROFILE_SAMPLE = 2,
+	PROFILE_MAPPING = 3,
+	PROFILE_LOCATION = 4,
+	PROFILE_FUNCTION = 5,
+	PROFILE_STRING_TABLE = 6,
+	PROFILE_TIME_NANOS = 9,
+	PROFILE_DURATION_NANOS = 10,
+	PROFILE_PERIOD_TYPE = 11,
+	PROFILE_PERIOD = 12,
+	PROFILE_COMMENT = 13,
+	PROFILE_DEFAULT_SAMPLE_TYPE = 14,
+	VALUE_TYPE_TYPE = 1,
+	VALUE_TYPE_UNIT = 2,
+	SAMPLE_LOCATION_ID = 1,
+	SAMPLE_VALUE = 2,
+	SAMPLE_LABEL = 3,
+	LABEL_KEY = 1,
+	LABEL_STR = 2,
+	LABEL_NUM = 3,
+	MAPPING_ID = 1,
+	MAPPING_MEMORY_START = 2,
+	MAPPING_MEMORY_LIMIT = 3,
+	MAPPING_FILE_OFFSET = 4,
+	MAPPING_FILENAME = 5,
+	MAPPING_BUILD_ID = 6,
+	MAPPING_HAS_FUNCTIONS = 7,
+	LOCATION_ID = 1,
+	LOCATION_MAPPING_ID = 2,
+	LOCATION_ADDRESS = 3,
+	LOCATION_LINE = 4,
+	LINE_FUNCTION_ID = 1,
+	FUNCTION_ID = 1,
+	FUNCTION_NAME = 2,
+	FUNCTION_SYSTEM_NAME = 3,
+	FUNCTION_FILENAME = 4,
+};
+
+#define GZIP_WINDOW_BITS (15 + 16) /* 32 KiB window, gzip header */
+#define GZIP_LEVEL 6 /* zlib's default: ~3x smaller than level 1 on pprof, still fast */
+#define GZIP_MEM_LEVEL 8
+#define GZIP_CHUNK 65536
+
+struct builder {
+	struct symbolizer *sym;
+	struct strtab strings;
+	struct u64map locs; /* (pc << 1 | is_return) -> location id */
+	struct u64map funcs; /* name string index + 1 -> function id */
+	uint64_t next_loc, next_func;
+	bool *mapping_used;
+	size_t nmappings;
+	struct pb_buf samples, locations, functions, scratch, line;
+	int64_t s_thread_id, s_thread_name, s_process_id;
+	int pid;
+	int err;
+	struct pprof_stats st;
+};
+
+static int64_t intern(struct builder *b, const char *s)
+{
+	int64_t i = strtab_intern(&b->strings, s);
+	if (i < 0)
+		b->err = -ENOMEM;
+	return i < 0 ? 0 : i;
+}
+
+static const char *synthetic_name(uintptr_t pc)
+{
+	switch (pc) {
+	case PC_TRUNCATED:
+		return "[truncated]";
+	case PC_DROPPED:
+		return "[dropped]";
+	default:
+		return "[unknown]";
+	}
+}
+
+static uint64_t function_id(struct builder *b, const char *name, const char *file)
+{
+	int64_t name_idx = intern(b, name);
+	uint64_t id;
+	if (u64map_get(&b->funcs, (uint64_t)name_idx + 1, &id))
+		return id;
+	id = ++b->next_func;
+	if (u64map_put(&b->funcs, (uint64_t)name_idx + 1, id) < 0)
+		b->err = -ENOMEM;
+	struct pb_buf *f = &b->scratch;
+	pb_clear(f);
+	pb_varint(f, FUNCTION_ID, id);
+	pb_varint(f, FUNCTION_NAME, (uint64_t)name_idx);
+	pb_varint(f, FUNCTION_SYSTEM_NAME, (uint64_t)name_idx);
+	if (file)
+		pb_varint(f, FUNCTION_FILENAME, (uint64_t)intern(b, file));
+	pb_bytes(&b->functions, PROFILE_FUNCTION, f->data, f->len);
+	b->st.functions++;
+	return id;
+}
+
+static uint64_t location_id(struct builder *b, uintptr_t pc, bool is_return)
+{
+	uint64_t key = ((uint64_t)pc << 1) | is_return, id;
+	if (u64map_get(&b->locs, key, &id))
+		return id;
+	id = ++b->next_loc;
+	if (u64map_put(&b->locs, key, id) < 0)
+		b->err = -ENOMEM;
+	/* Function first: function_id uses the scratch buffer. */
+	uint64_t fid = 0;
+	int m = -1;
+	if (pc <= PC_SYNTHETIC_MAX) {
+		fid = function_id(b, synthetic_name(pc), NULL);
+	} else {
+		m = symbolizer_find_mapping(b->sym, pc);
+		const char *name = symbolizer_function(b->sym, pc, is_return);
+		if (name)
+			fid = function_id(b, name, NULL);
+	}
+	struct pb_buf *l = &b->scratch;
+	pb_clear(l);
+	pb_varint(l, LOCATION_ID, id);
+	if (m >= 0) {
+		pb_varint(l, LOCATION_MAPPING_ID, (uint64_t)m + 1);
+		b->mapping_used[m] = true;
+	}
+	if (pc > PC_SYNTHETIC_MAX)
+		pb_varint(l, LOCATION_ADDRESS, pc);
+	if (fid) {
+		pb_clear(&b->line);
+		pb_varint(&b->line, LINE_FUNCTION_ID, fid);
+		pb_bytes(l, LOCATION_LINE, b->line.data, b->line.len);
+	}
+	pb_bytes(&b->locations, PROFILE_LOCATION, l->data, l->len);
+	b->st.locations++;
+	return id;
+}
+
+static void label_num(struct pb_buf *s, struct pb_buf *tmp, int64_t key, int64_t num)
+{
+	pb_clear(tmp);
+	pb_varint(tmp, LABEL_KEY, (uint64_t)key);
+	pb_varint(tmp, LABEL_NUM, (uint64_t)num);
+	pb_bytes(s, SAMPLE_LABEL, tmp->data, tmp->len);
+}
+
+static void label_str(struct pb_buf *s, struct pb_buf *tmp, int64_t key, int64_t str)
+{
+	pb_clear(tmp);
+	pb_varint(tmp, LABEL_KEY, (uint64_t)key);
+	pb_varint(tmp, LABEL_STR, (uint64_t)str);
+	pb_bytes(s, SAMPLE_LABEL, tmp->data, tmp->len);
+}
+
+static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int32_t tid,
+		       uint64_t samples, uint64_t cpu_ns)
+{
+	uint64_t ids[UNWIND_MAX_DEPTH];
+	if (n > UNWIND_MAX_DEPTH)
+		n = UNWIND_MAX_DEPTH;
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = location_id(b, pcs[i], i > 0);
+	struct pb_buf s, tmp;
+	pb_init(&s);
+	pb_init(&tmp);
+	pb_packed_u64(&s, SAMPLE_LOCATION_ID, ids, n);
+	int64_t values[2] = { (int64_t)samples, (int64_t)cpu_ns };
+	pb_packed_i64(&s, SAMPLE_VALUE, values, 2);
+	if (tid > 0) {
+		char name[THREAD_NAME_MAX];
+		label_num(&s, &tmp, b->s_thread_id, tid);
+		if (threads_name(tid, name))
+			label_str(&s, &tmp, b->s_thread_name, intern(b, name));
+	}
+	label_num(&s, &tmp, b->s_process_id, b->pid);
+	pb_bytes(&b->samples, PROFILE_SAMPLE, s.data, s.len);
+	if (s.failed || tmp.failed)
+		b->err = -ENOMEM;
+	pb_free(&s);
+	pb_free(&tmp);
+	b->st.samples++;
+}
+
+static void visit_node(const struct trie_node *node, void *arg)
+{
+	struct builder *b = arg;
+	uint64_t samples = atomic_load_explicit(&node->samples, memory_order_relaxed);
+	if (samples == 0)
+		return; /* inserted, then the handler was raced by the swap: never counted */
+	add_sample(b, node->pcs, node->npcs, node->tid, samples,
+		   atomic_load_explicit(&node->cpu_ns, memory_order_relaxed));
+}
+
+static void value_type(struct pb_buf *out, struct builder *b, uint32_t field, const char *type,
+		       const char *unit)
+{
+	struct pb_buf *vt = &b->scratch;
+	pb_clear(vt);
+	pb_varint(vt, VALUE_TYPE_TYPE, (uint64_t)intern(b, type));
+	pb_varint(vt, VALUE_TYPE_UNIT, (uint64_t)intern(b, unit));
+	pb_bytes(out, field, vt->data, vt->len);
+}
+
+static void write_mappings(struct pb_buf *out, struct builder *b)
+{
+	for (size_t i = 0; i < b->nmappings; i++) {
+		if (!b->mapping_used[i])
+			continue;
+		const struct sym_mapping *m = symbolizer_mapping(b->sym, (int)i);
+		struct pb_buf *mb = &b->scratch;
+		pb_clear(mb);
+		pb_varint(mb, MAPPING_ID, i + 1);
+		pb_varint(mb, MAPPING_MEMORY_START, m->start);
+		pb_varint(mb, MAPPING_MEMORY_LIMIT, m->end);
+		pb_varint(mb, MAPPING_FILE_OFFSET, m->offset);
+		pb_varint(mb, MAPPING_FILENAME, (uint64_t)intern(b, m->path));
+		if (m->build_id[0])
+			pb_varint(mb, MAPPING_BUILD_ID, (uint64_t)intern(b, m->build_id));
+		pb_varint(mb, MAPPING_HAS_FUNCTIONS, 1);
+		pb_bytes(out, PROFILE_MAPPING, mb->data, mb->len);
+		b->st.mappings++;
+	}
+}
+
+int pprof_gzip(const uint8_t *in, size_t len, struct pb_buf *out)
+{
+	z_stream zs;
+	memset(&zs, 0, sizeof(zs));
+	if (deflateInit2(&zs, GZIP_LEVEL, Z_DEFLATED, GZIP_WINDOW_BITS, GZIP_MEM_LEVEL,
+			 Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	zs.next_in = (Bytef *)in;
+	zs.avail_in = (uInt)len;
+	int rc;
+	uint8_t chunk[GZIP_CHUNK];
+	do {
+		zs.next_out = chunk;
+		zs.avail_out = sizeof(chunk);
+		rc = deflate(&zs, Z_FINISH);
+		if (rc == Z_STREAM_ERROR)
+			break;
+		pb_raw(out, chunk, sizeof(chunk) - zs.avail_out);
+	} while (rc != Z_STREAM_END);
+	deflateEnd(&zs);
+	return (rc == Z_STREAM_END && !out->failed) ? 0 : -ENOMEM;
+}
+
+static void builder_free(struct builder *b)
+{
+	strtab_free(&b->strings);
+	u64map_free(&b->locs);
+	u64map_free(&b->funcs);
+	free(b->mapping_used);
+	pb_free(&b->samples);
+	pb_free(&b->locations);
+	pb_free(&b->functions);
+	pb_free(&b->scratch);
+	pb_free(&b->line);
+}
+
+int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct symbolizer *sym,
+		struct pb_buf *out, struct pprof_stats *stats)
+{
+	struct builder b;
+	memset(&b, 0, sizeof(b));
+	b.sym = sym;
+	b.pid = meta->pid;
+	strtab_init(&b.strings);
+	u64map_init(&b.locs);
+	u64map_init(&b.funcs);
+	intern(&b, ""); /* string_table[0] must be "" */
+	b.s_thread_id = intern(&b, "thread id");
+	b.s_thread_name = intern(&b, "thread name");
+	b.s_process_id = intern(&b, "process_id");
+	b.nmappings = symbolizer_mapping_count(sym);
+	b.mapping_used = calloc(b.nmappings + 1, sizeof(bool));
+	if (!b.mapping_used) {
+		builder_free(&b);
+		return -ENOMEM;
+	}
+
+	trie_foreach(&p->trie, visit_node, &b);
+	uint64_t dropped = atomic_load_explicit(&p->dropped_samples, memory_order_relaxed);
+	if (dropped) {
+		uintptr_t pc = PC_DROPPED;
+		add_sample(&b, &pc, 1, 0, dropped,
+			   atomic_load_explicit(&p->dropped_cpu_ns, memory_order_relaxed));
+	}
+
+	struct pb_buf body;
+	pb_init(&body);
+	value_type(&body, &b, PROFILE_SAMPLE_TYPE, "cpu-samples", "count");
+	value_type(&body, &b, PROFILE_SAMPLE_TYPE, "cpu-time", "nanoseconds");
+	pb_raw(&body, b.samples.data, b.samples.len);
+	write_mappings(&body, &b);
+	pb_raw(&body, b.locations.data, b.locations.len);
+	pb_raw(&body, b.functions.data, b.functions.len);
+	pb_varint(&body, PROFILE_TIME_NANOS, meta->start_ns);
+	pb_varint(&body, PROFILE_DURATION_NANOS,
+		  meta->end_ns > meta->start_ns ? meta->end_ns - meta->start_ns : 0);
+	value_type(&body, &b, PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
+	pb_varint(&body, PROFILE_PERIOD, meta->period_ns);
+	for (size_t i = 0; i < meta->ncomments && i < PPROF_COMMENTS_MAX; i++)
+		pb_varint(&body, PROFILE_COMMENT, (uint64_t)intern(&b, meta->comments[i]));
+	pb_varint(&body, PROFILE_DEFAULT_SAMPLE_TYPE, (uint64_t)intern(&b, "cpu-time"));
+	for (size_t i = 0; i < b.strings.len; i++)
+		pb_string(&body, PROFILE_STRING_TABLE, b.strings.strs[i]);
+
+	int rc = b.err;
+	if (body.failed || b.samples.failed || b.locations.failed || b.functions.failed)
+		rc = -ENOMEM;
+	pb_clear(out);
+	if (rc == 0)
+		rc = pprof_gzip(body.data, body.len, out);
+	b.st.raw_bytes = body.len;
+	b.st.gz_bytes = out->len;
+	if (stats)
+		*stats = b.st;
+	pb_free(&body);
+	builder_free(&b);
+	return rc;
+}

@@ -1,0 +1,47 @@
+/*
+ * pprof.h - turns a quiescent profile into a gzip-compressed pprof (profile.proto).
+ *
+ * Owns: the pprof encoding of CPU profiles: sample types cpu-samples/count and
+ * cpu-time/nanoseconds, period type cpu/nanoseconds, labels "thread id", "thread name",
+ * "process_id", one Mapping per executable mapping with its build id, one Location per
+ * distinct pc, Functions named by the symbolizer, synthetic frames "[truncated]",
+ * "[unknown]", "[dropped]" (the latter for stacks refused past the memory ceiling).
+ * Context: uploader thread only, on a profile no handler can enter (after the swap).
+ */
+#ifndef DDPROF_UPLOADER_PPROF_H
+#define DDPROF_UPLOADER_PPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/profile.h"
+#include "agent/symbolizer.h"
+#include "common/pb_writer.h"
+
+#define PPROF_COMMENTS_MAX 8
+
+struct pprof_meta {
+	uint64_t start_ns; /* CLOCK_REALTIME, first possible sample */
+	uint64_t end_ns; /* CLOCK_REALTIME, the swap */
+	uint64_t period_ns; /* sampling period */
+	int pid;
+	/* Free-form comments stored in the profile (e.g. "service:web"); not owned. */
+	const char *comments[PPROF_COMMENTS_MAX];
+	size_t ncomments;
+};
+
+struct pprof_stats {
+	size_t samples, locations, functions, mappings, raw_bytes, gz_bytes;
+};
+
+/*
+ * Encodes p into out (cleared first), gzip-compressed. sym is refreshed by the caller.
+ * Returns 0 or a negative errno; stats (may be NULL) describe the result.
+ */
+int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct symbolizer *sym,
+		struct pb_buf *out, struct pprof_stats *stats);
+
+/* gzip-compresses in[0..len) into out (appended). 0 or negative errno. */
+int pprof_gzip(const uint8_t *in, size_t len, struct pb_buf *out);
+
+#endif

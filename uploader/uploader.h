@@ -1,0 +1,54 @@
+/*
+ * uploader.h - the background thread that turns profiles into exports each period.
+ *
+ * Owns: the uploader thread, its period clock, the red/black swap schedule, the
+ * symbolizer and the exporters. Every period: swap, wait for handlers to leave the old
+ * profile (profiles_swap), serialize it (pprof + gzip), hand it to each exporter,
+ * reset it, and reap timers of ended threads. At process exit one final profile is
+ * written if it holds samples, waiting at most a bounded time.
+ * Context: start/stop/flush from application threads (normal context); the thread
+ * itself is profiler-owned and never sampled; fork handlers.
+ */
+#ifndef DDPROF_UPLOADER_UPLOADER_H
+#define DDPROF_UPLOADER_UPLOADER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/profile.h"
+#include "common/config.h"
+
+/* The real pthread_create (the preload layer interposes the public one). */
+typedef int (*thread_create_fn)(pthread_t *t, const pthread_attr_t *attr,
+				void *(*fn)(void *), void *arg);
+
+struct uploader_stats {
+	uint64_t profiles_exported; /* profiles every exporter accepted */
+	uint64_t export_failures; /* exporter calls that failed */
+	uint64_t serialize_failures;
+	uint64_t samples; /* samples in serialized profiles (incl. dropped) */
+	uint64_t dropped_samples; /* samples whose new stack was refused by the ceiling */
+	uint64_t bytes_exported;
+	uint64_t last_serialize_ns; /* wall time of the last serialization */
+};
+
+/* Starts the thread. cfg and pp must outlive the uploader. 0 or negative errno. */
+int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
+
+/* Uploads what is pending and stops the thread, waiting at most timeout_ns. */
+void uploader_stop(uint64_t timeout_ns);
+
+/* Uploads what is pending now and waits for it (at most timeout_ns). 0, -ETIMEDOUT,
+ * or -ESRCH when the uploader is not running. */
+int uploader_flush(uint64_t timeout_ns);
+
+void uploader_get_stats(struct uploader_stats *out);
+
+void uploader_atfork_prepare(void);
+void uploader_atfork_parent(void);
+/* Fork child: the parent's thread does not exist here. Starts a fresh one that never
+ * touches state the parent's uploader may have held. */
+void uploader_atfork_child(void);
+
+#endif
