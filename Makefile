@@ -35,27 +35,32 @@ deps:
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(LIB_CFLAGS) -c $< -o $@
 
 $(BUILD)/libddprof.so: $(LIB_OBJS)
-	$(CC) -shared -o $@ $^ -Wl,-z,now -Wl,--no-undefined $(LIB_LDLIBS)
+	@echo "  LD      $@"
+	@$(CC) -shared -o $@ $^ -Wl,-z,now -Wl,--no-undefined $(LIB_LDLIBS)
 
 $(BUILD)/libddprof_core.a: $(CORE_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ \
+	@echo "  CC      $@"
+	@$(CC) $(BASE_CFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ \
 		$(CHECK_LIBS) $(LIB_LDLIBS)
 
 $(BUILD)/pprof-dump: test/tools/pprof_dump.c $(TOOL_LIB_OBJS)
-	$(CC) $(BASE_CFLAGS) $^ -o $@ -lz
+	@echo "  CC      $@"
+	@$(CC) $(BASE_CFLAGS) $^ -o $@ -lz
 
 # Workloads keep frame pointers so the frame-pointer unwinder sees whole stacks.
 $(BUILD)/workloads/%: test/workloads/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -pthread -Wall -Werror $< -o $@ -lm
+	@echo "  CC      $@"
+	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -pthread -Wall -Werror $< -o $@ -lm
 
 unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)

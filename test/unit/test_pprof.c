@@ -1,0 +1,281 @@
+/*
+ * test_pprof.c - the pprof encoder: record samples into a real profile pair, serialize
+ * with pprof_build (real symbolizer over this very test binary), decode the gzip
+ * output with our own reader, and check what a pprof consumer relies on.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/profile.h"
+#include "agent/symbolizer.h"
+#include "agent/unwind.h"
+#include "test/tools/pprof_reader.h"
+#include "uploader/pprof.h"
+
+#define PERIOD_NS 1010101
+#define CEILING (4u << 20)
+
+__attribute__((noinline)) int known_leaf_function(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
+__attribute__((noinline)) int known_caller_function(int x)
+{
+	return known_leaf_function(x) * 2;
+}
+
+static struct profile_pair pp;
+static struct symbolizer *sym;
+
+static void setup(void)
+{
+	ck_assert_int_eq(profiles_init(&pp, CEILING, 1000), 0);
+	sym = symbolizer_new();
+	ck_assert_ptr_nonnull(sym);
+	ck_assert_int_gt(symbolizer_refresh(sym), 0);
+}
+
+static void teardown(void)
+{
+	symbolizer_free(sym);
+	profiles_destroy(&pp);
+}
+
+/* Serializes the active profile after a swap and decodes it into *out. */
+static void build_and_decode(struct pprof_profile *out, size_t *gz_len)
+{
+	struct profile *p = profiles_swap(&pp, 5000);
+	struct pprof_meta meta = { .start_ns = p->start_ns, .end_ns = 5000,
+				   .period_ns = PERIOD_NS, .pid = 4242 };
+	meta.comments[meta.ncomments++] = "service:unit";
+	struct pb_buf gz;
+	pb_init(&gz);
+	struct pprof_stats st;
+	ck_assert_int_eq(pprof_build(p, &meta, sym, &gz, &st), 0);
+	ck_assert_msg(gz.len > 18 && gz.data[0] == 0x1f && gz.data[1] == 0x8b,
+		      "output is not gzip (len %zu)", gz.len);
+	char err[256] = "";
+	int rc = pprof_decode(gz.data, gz.len, out, err, sizeof(err));
+	ck_assert_msg(rc == 0, "our decoder rejected the output: %s", err);
+	if (gz_len)
+		*gz_len = gz.len;
+	pb_free(&gz);
+	profile_reset(p);
+}
+
+static const char *leaf_name(const struct pprof_profile *prof, const struct pprof_sample *s)
+{
+	const struct pprof_location *l = pprof_location(prof, s->location_ids[0]);
+	if (!l || l->num_lines == 0)
+		return NULL;
+	const struct pprof_function *f = pprof_function(prof, l->lines[0].function_id);
+	return f ? pprof_str(prof, f->name) : NULL;
+}
+
+static const struct pprof_label *label(const struct pprof_profile *prof,
+				       const struct pprof_sample *s, const char *key)
+{
+	for (size_t i = 0; i < s->num_labels; i++)
+		if (strcmp(pprof_str(prof, s->labels[i].key), key) == 0)
+			return &s->labels[i];
+	return NULL;
+}
+
+START_TEST(test_encoded_profile_has_cpu_sample_types_period_and_times)
+{
+	uintptr_t pcs[] = { (uintptr_t)known_leaf_function + 2 };
+	profiles_record(&pp, 77, pcs, 1, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	ck_assert_uint_eq(prof.num_sample_types, 2);
+	ck_assert_str_eq(pprof_str(&prof, prof.sample_types[0].type), "cpu-samples");
+	ck_assert_str_eq(pprof_str(&prof, prof.sample_types[0].unit), "count");
+	ck_assert_str_eq(pprof_str(&prof, prof.sample_types[1].type), "cpu-time");
+	ck_assert_str_eq(pprof_str(&prof, prof.sample_types[1].unit), "nanoseconds");
+	ck_assert_str_eq(pprof_str(&prof, prof.period_type.type), "cpu");
+	ck_assert_str_eq(pprof_str(&prof, prof.period_type.unit), "nanoseconds");
+	ck_assert_int_eq(prof.period, PERIOD_NS);
+	ck_assert_int_eq(prof.time_nanos, 1000);
+	ck_assert_int_eq(prof.duration_nanos, 4000);
+	ck_assert_str_eq(pprof_str(&prof, 0), "");
+	ck_assert_uint_eq(prof.num_comments, 1);
+	ck_assert_str_eq(pprof_str(&prof, prof.comments[0]), "service:unit");
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_samples_keep_counts_weights_and_labels)
+{
+	uintptr_t a[] = { (uintptr_t)known_leaf_function + 2,
+			  (uintptr_t)known_caller_function + 8 };
+	uintptr_t b[] = { (uintptr_t)known_caller_function + 4 };
+	for (int i = 0; i < 30; i++)
+		profiles_record(&pp, 11, a, 2, PERIOD_NS * 4); /* overrun 3 */
+	for (int i = 0; i < 10; i++)
+		profiles_record(&pp, 12, b, 1, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	ck_assert_uint_eq(prof.num_samples, 2);
+	int64_t total_count = 0, total_ns = 0;
+	for (size_t i = 0; i < prof.num_samples; i++) {
+		const struct pprof_sample *s = &prof.samples[i];
+		const struct pprof_label *tid = label(&prof, s, "thread id");
+		const struct pprof_label *pid = label(&prof, s, "process_id");
+		ck_assert_ptr_nonnull(tid);
+		ck_assert_ptr_nonnull(pid);
+		ck_assert_int_eq(pid->num, 4242);
+		total_count += s->values[0];
+		total_ns += s->values[1];
+		if (tid->num == 11) {
+			ck_assert_int_eq(s->values[0], 30);
+			ck_assert_int_eq(s->values[1], 30LL * 4 * PERIOD_NS);
+			ck_assert_uint_eq(s->num_location_ids, 2);
+			ck_assert_str_eq(leaf_name(&prof, s), "known_leaf_function");
+		} else {
+			ck_assert_int_eq(tid->num, 12);
+			ck_assert_int_eq(s->values[0], 10);
+			ck_assert_str_eq(leaf_name(&prof, s), "known_caller_function");
+		}
+	}
+	ck_assert_int_eq(total_count, 40);
+	ck_assert_int_eq(total_ns, 30LL * 4 * PERIOD_NS + 10LL * PERIOD_NS);
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_return_address_at_function_end_names_the_caller)
+{
+	/* A return address one past a function's last byte belongs to that function:
+	 * the encoder must look caller frames up at pc - 1. */
+	uintptr_t end = (uintptr_t)known_leaf_function; /* a call's return lands here... */
+	uintptr_t pcs[] = { (uintptr_t)known_caller_function + 1, end };
+	profiles_record(&pp, 1, pcs, 2, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	const struct pprof_location *l = pprof_location(&prof, prof.samples[0].location_ids[1]);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_uint_eq(l->address, end);
+	/* ... and pc - 1 is in whatever precedes known_leaf_function, not in it. */
+	if (l->num_lines) {
+		const struct pprof_function *f = pprof_function(&prof, l->lines[0].function_id);
+		ck_assert_str_ne(pprof_str(&prof, f->name), "known_leaf_function");
+	}
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_locations_carry_the_module_mapping_with_build_id)
+{
+	uintptr_t pcs[] = { (uintptr_t)known_leaf_function + 2 };
+	profiles_record(&pp, 1, pcs, 1, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	const struct pprof_location *l = pprof_location(&prof, prof.samples[0].location_ids[0]);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_uint_eq(l->address, pcs[0]);
+	const struct pprof_mapping *m = pprof_mapping(&prof, l->mapping_id);
+	ck_assert_ptr_nonnull(m);
+	ck_assert(m->memory_start <= pcs[0] && pcs[0] < m->memory_limit);
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert_int_gt(n, 0);
+	self[n] = 0;
+	ck_assert_str_eq(pprof_str(&prof, m->filename), self);
+	const char *bid = pprof_str(&prof, m->build_id);
+	ck_assert_msg(bid && strlen(bid) == 40, "build id %s, expected 40 hex digits",
+		      bid ? bid : "(null)");
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_truncated_and_unknown_frames_are_named)
+{
+	uintptr_t pcs[] = { PC_UNKNOWN, (uintptr_t)known_caller_function + 8, PC_TRUNCATED };
+	profiles_record(&pp, 1, pcs, 3, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	ck_assert_uint_eq(prof.samples[0].num_location_ids, 3);
+	const char *want[] = { "[unknown]", NULL, "[truncated]" };
+	for (int i = 0; i < 3; i += 2) {
+		const struct pprof_location *l =
+			pprof_location(&prof, prof.samples[0].location_ids[i]);
+		ck_assert_uint_eq(l->num_lines, 1);
+		ck_assert_uint_eq(l->mapping_id, 0);
+		const struct pprof_function *f = pprof_function(&prof, l->lines[0].function_id);
+		ck_assert_str_eq(pprof_str(&prof, f->name), want[i]);
+	}
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_stacks_past_the_ceiling_appear_as_dropped)
+{
+	profiles_destroy(&pp);
+	ck_assert_int_eq(profiles_init(&pp, 64 << 10, 1000), 0); /* 64 KiB */
+	uintptr_t pcs[64];
+	uint64_t n_records = 0;
+	for (uintptr_t i = 0; i < 5000; i++) {
+		for (int d = 0; d < 64; d++)
+			pcs[d] = 0x100000 + i * 64 + (uintptr_t)d;
+		profiles_record(&pp, 1, pcs, 64, PERIOD_NS);
+		n_records++;
+	}
+	struct profile *active = profiles_active(&pp);
+	uint64_t dropped = atomic_load(&active->dropped_samples);
+	ck_assert_uint_gt(dropped, 0);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	int64_t count = 0, dropped_seen = 0;
+	for (size_t i = 0; i < prof.num_samples; i++) {
+		const struct pprof_sample *s = &prof.samples[i];
+		count += s->values[0];
+		const char *leaf = leaf_name(&prof, s);
+		if (leaf && strcmp(leaf, "[dropped]") == 0)
+			dropped_seen += s->values[0];
+	}
+	ck_assert_int_eq(count, (int64_t)n_records);
+	ck_assert_int_eq(dropped_seen, (int64_t)dropped);
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_identical_pcs_share_locations_and_functions)
+{
+	uintptr_t a[] = { (uintptr_t)known_leaf_function + 2,
+			  (uintptr_t)known_caller_function + 8 };
+	for (int tid = 1; tid <= 50; tid++)
+		profiles_record(&pp, tid, a, 2, PERIOD_NS);
+	struct pprof_profile prof;
+	size_t gz_len;
+	build_and_decode(&prof, &gz_len);
+	ck_assert_uint_eq(prof.num_samples, 50);
+	ck_assert_uint_eq(prof.num_locations, 2);
+	ck_assert_uint_eq(prof.num_functions, 2);
+	ck_assert_uint_eq(prof.num_mappings, 1);
+	pprof_free(&prof);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("pprof");
+	TCase *tc = tcase_create("encode");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_encoded_profile_has_cpu_sample_types_period_and_times);
+	tcase_add_test(tc, test_samples_keep_counts_weights_and_labels);
+	tcase_add_test(tc, test_return_address_at_function_end_names_the_caller);
+	tcase_add_test(tc, test_locations_carry_the_module_mapping_with_build_id);
+	tcase_add_test(tc, test_truncated_and_unknown_frames_are_named);
+	tcase_add_test(tc, test_stacks_past_the_ceiling_appear_as_dropped);
+	tcase_add_test(tc, test_identical_pcs_share_locations_and_functions);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
