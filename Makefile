@@ -60,7 +60,7 @@ $(BUILD)/pprof-dump: test/tools/pprof_dump.c $(TOOL_LIB_OBJS)
 $(BUILD)/workloads/%: test/workloads/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -pthread -Wall -Werror $< -o $@ -lm
+	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-shrink-wrap -fno-optimize-sibling-calls -pthread -Wall -Werror $< -o $@ -lm
 
 unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)

@@ -106,7 +106,7 @@ class Ctx:
 
 def cpu_accuracy(ctx, hz):
     out = os.path.join(ctx.dir, "out")
-    threads, secs = 4, 1.5
+    threads, secs = 4, 2.0
     rc, stdout, stderr, cpu, wall = run_profiled(
         [os.path.join(WORKLOADS, "cpu_split"), str(threads), str(secs)],
         {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": str(hz)})
@@ -142,6 +142,16 @@ def cpu_accuracy(ctx, hz):
         check(p["period_type"] == ["cpu", "nanoseconds"], "period_type %s" % p["period_type"])
         check(p["period"] == 10**9 // hz, "period %s, expected %d" % (p["period"], 10**9 // hz))
         check(p["time_nanos"] > 0 and p["duration_nanos"] > 0, "time/duration not set")
+    # The frame-pointer unwinder sees the caller: hot_a/hot_b are called by worker.
+    with_caller = 0
+    for p in dump(files, stacks=True):
+        for st in p["stacks"]:
+            fr = st["frames"]
+            if len(fr) >= 2 and fr[0] in ("hot_a", "hot_b") and fr[1] == "worker":
+                with_caller += st["values"][ti]
+    check(with_caller >= 0.95 * (a + b),
+          "only %.1f%% of hot_a/hot_b cpu-time has worker as caller, expected >= 95%%"
+          % (100.0 * with_caller / max(a + b, 1)))
     for f in files:
         top = go_pprof_top(f)
         check("hot_a" in top, "go tool pprof -top of %s does not show hot_a:\n%s" % (f, top))

@@ -1,0 +1,652 @@
+/*
+ * test_stack_trie.c - unit tests of agent/stack_trie.c: the lock-free hash-trie.
+ *
+ * Single-threaded: one stable node (pointer and id) per key, keys that differ in one
+ * field only, foreach visiting every node once, reset, a deep trie of many stacks,
+ * crafted full-hash collisions (the hash is inverted, see craft_last_pc) and running
+ * out of region memory. Multi-threaded: THREADS threads putting the same stacks (one
+ * node each, exact counters), disjoint stacks (all found afterwards), and a foreach
+ * reader running alongside putters (it must only see complete nodes).
+ */
+#include "agent/stack_trie.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB ((size_t)1 << 20)
+#define THREADS 8
+#define MAX_DEPTH 256
+#ifdef DDPROF_TSAN
+#define SCALE 4 /* TSan is ~10x slower: shrink iteration counts */
+#else
+#define SCALE 1
+#endif
+
+/* --- stacks --- */
+
+struct key {
+	int32_t tid;
+	uint32_t n;
+	uintptr_t pcs[MAX_DEPTH];
+};
+
+static uint64_t splitmix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* Stack number i of family f, depth 1..max_depth. pcs[0] holds i and f, so stacks are
+ * distinct across (f, i); tid varies too. */
+static void make_key(struct key *k, uint32_t f, uint64_t i, uint32_t max_depth)
+{
+	k->tid = (int32_t)(1000 + f * 16 + i % 7);
+	k->n = 1 + (uint32_t)(splitmix(i ^ ((uint64_t)f << 40)) % max_depth);
+	k->pcs[0] = 0x400000 + ((uintptr_t)f << 40) + (uintptr_t)i * 16;
+	for (uint32_t d = 1; d < k->n; d++)
+		k->pcs[d] = 0x500000 + (uintptr_t)(splitmix(i * MAX_DEPTH + d) & 0xffffff0);
+}
+
+static struct trie_node *put(struct stack_trie *t, const struct key *k, bool *inserted)
+{
+	return trie_put(t, k->tid, k->pcs, k->n, inserted);
+}
+
+static bool node_has_key(const struct trie_node *node, const struct key *k)
+{
+	return node->tid == k->tid && node->npcs == k->n &&
+	       memcmp(node->pcs, k->pcs, k->n * sizeof(k->pcs[0])) == 0;
+}
+
+/* Fresh region of ceiling bytes and trie over it. */
+static void setup(struct region *r, struct stack_trie *t, size_t ceiling)
+{
+	ck_assert_int_eq(region_init(r, ceiling), 0);
+	trie_init(t, r);
+}
+
+/* --- foreach helpers --- */
+
+struct visit {
+	const struct trie_node **nodes;
+	size_t n, cap;
+};
+
+static void collect(const struct trie_node *node, void *arg)
+{
+	struct visit *v = arg;
+	if (v->n < v->cap)
+		v->nodes[v->n] = node;
+	v->n++;
+}
+
+static int by_pointer(const void *a, const void *b)
+{
+	const void *x = *(const void *const *)a, *y = *(const void *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Checks that foreach visits exactly the nodes in expect[0..n), each once. */
+static void check_foreach_visits_exactly(const struct stack_trie *t, struct trie_node **expect,
+					 size_t n)
+{
+	struct visit v = {calloc(n + 1, sizeof(*v.nodes)), 0, n + 1};
+	ck_assert_ptr_nonnull(v.nodes);
+	trie_foreach(t, collect, &v);
+	ck_assert_msg(v.n == n, "foreach: expected %zu visits, saw %zu", n, v.n);
+	if (n > 0) {
+		qsort(v.nodes, n, sizeof(*v.nodes), by_pointer);
+		qsort(expect, n, sizeof(*expect), by_pointer);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (v.nodes[i] != expect[i])
+			ck_abort_msg("foreach: expected node %p at sorted position %zu, saw %p",
+				     (void *)expect[i], i, (const void *)v.nodes[i]);
+	}
+	free(v.nodes);
+}
+
+/* Puts keys (f, 0..n) once (all must be new), then again (all must be found). */
+static void put_all_twice(struct stack_trie *t, uint32_t f, size_t n, uint32_t max_depth,
+			  struct trie_node **nodes)
+{
+	struct key k;
+	for (size_t i = 0; i < n; i++) {
+		bool inserted = false;
+		make_key(&k, f, i, max_depth);
+		nodes[i] = put(t, &k, &inserted);
+		if (!nodes[i] || !inserted || !node_has_key(nodes[i], &k) || nodes[i]->id == 0)
+			ck_abort_msg("stack %zu: expected a new node holding its key with id > 0, "
+				     "saw %p inserted=%d",
+				     i, (void *)nodes[i], inserted);
+	}
+	for (size_t i = 0; i < n; i++) {
+		bool inserted = true;
+		make_key(&k, f, i, max_depth);
+		uint64_t id = nodes[i]->id;
+		struct trie_node *again = put(t, &k, &inserted);
+		if (again != nodes[i] || inserted || again->id != id)
+			ck_abort_msg("stack %zu: expected the same node %p id %llu, saw %p id %llu "
+				     "inserted=%d",
+				     i, (void *)nodes[i], (unsigned long long)id, (void *)again,
+				     again ? (unsigned long long)again->id : 0ULL, inserted);
+	}
+}
+
+START_TEST(test_put_gives_one_stable_node_per_stack)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, 64 * MIB);
+	enum { N = 5000 / SCALE };
+	struct trie_node **nodes = calloc(N, sizeof(*nodes));
+	put_all_twice(&t, 1, N, MAX_DEPTH, nodes);
+	ck_assert_msg(trie_count(&t) == N, "expected %d nodes, saw %llu", N,
+		      (unsigned long long)trie_count(&t));
+	uint64_t *ids = calloc(N, sizeof(*ids));
+	for (size_t i = 0; i < N; i++) {
+		ids[i] = nodes[i]->id;
+		ck_assert_uint_eq(atomic_load(&nodes[i]->samples), 0);
+		ck_assert_uint_eq(atomic_load(&nodes[i]->cpu_ns), 0);
+	}
+	qsort(ids, N, sizeof(*ids), by_u64);
+	for (size_t i = 0; i + 1 < N; i++)
+		if (ids[i] == ids[i + 1])
+			ck_abort_msg("expected distinct ids, saw %llu twice",
+				     (unsigned long long)ids[i]);
+	check_foreach_visits_exactly(&t, nodes, N); /* also: nodes are distinct */
+	free(ids);
+	free(nodes);
+	region_destroy(&r);
+}
+END_TEST
+
+START_TEST(test_keys_differing_in_one_field_only_are_distinct)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, MIB);
+	enum { V = 8 };
+	struct key k[V];
+	make_key(&k[0], 0, 42, 1);
+	k[0].n = 10;
+	for (uint32_t d = 0; d < 10; d++)
+		k[0].pcs[d] = 0x1000 + d * 8;
+	for (int i = 1; i < V; i++)
+		k[i] = k[0];
+	k[1].tid++;		     /* tid only */
+	k[2].n--;		     /* proper prefix */
+	k[3].pcs[k[3].n++] = 0x9000; /* extension */
+	k[4].pcs[9] ^= 1;	     /* last pc only */
+	k[5].pcs[0] ^= 1;	     /* leaf pc only */
+	k[6].tid = -k[6].tid;	     /* sign of tid */
+	k[7].n = 1;		     /* depth 1 */
+	struct trie_node *nodes[V];
+	for (int i = 0; i < V; i++) {
+		bool inserted = false;
+		nodes[i] = put(&t, &k[i], &inserted);
+		ck_assert_msg(nodes[i] && inserted, "variant %d: expected a new node, saw %p", i,
+			      (void *)nodes[i]);
+		ck_assert_msg(node_has_key(nodes[i], &k[i]), "variant %d: node has another key", i);
+	}
+	for (int i = 0; i < V; i++) {
+		bool inserted = true;
+		ck_assert_ptr_eq(put(&t, &k[i], &inserted), nodes[i]);
+		ck_assert(!inserted);
+	}
+	ck_assert_uint_eq(trie_count(&t), V);
+	check_foreach_visits_exactly(&t, nodes, V);
+	region_destroy(&r);
+}
+END_TEST
+
+START_TEST(test_empty_trie_has_no_node)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, MIB);
+	ck_assert_uint_eq(trie_count(&t), 0);
+	check_foreach_visits_exactly(&t, NULL, 0);
+	region_destroy(&r);
+}
+END_TEST
+
+START_TEST(test_reset_forgets_every_node_and_restarts_ids)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, 16 * MIB);
+	enum { N = 1000 };
+	struct trie_node **nodes = calloc(N, sizeof(*nodes));
+	for (int round = 0; round < 3; round++) {
+		put_all_twice(&t, 2, N, 64, nodes); /* all new again: reset forgot them */
+		ck_assert_uint_eq(trie_count(&t), N);
+		trie_reset(&t);
+		region_reset(&r);
+		ck_assert_msg(trie_count(&t) == 0,
+			      "round %d: expected 0 nodes after reset, saw %llu", round,
+			      (unsigned long long)trie_count(&t));
+		check_foreach_visits_exactly(&t, NULL, 0);
+	}
+	struct key k;
+	make_key(&k, 2, 0, 64);
+	struct trie_node *first = put(&t, &k, NULL);
+	ck_assert_msg(first && first->id == 1, "expected id 1 after reset, saw %llu",
+		      first ? (unsigned long long)first->id : 0ULL);
+	free(nodes);
+	region_destroy(&r);
+}
+END_TEST
+
+/* Depth of the deepest node of the subtree at node (node itself = 1). */
+static unsigned trie_depth(const struct trie_node *node)
+{
+	unsigned best = 0;
+	for (unsigned d = 1; node; d++) { /* child 0 iteratively, like foreach */
+		best = d > best ? d : best;
+		for (int i = 1; i < TRIE_FANOUT; i++) {
+			unsigned sub = trie_depth(atomic_load(&node->children[i]));
+			best = d + sub > best ? d + sub : best;
+		}
+		node = atomic_load(&node->children[0]);
+	}
+	return best;
+}
+
+START_TEST(test_deep_trie_of_many_stacks_finds_every_stack)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, 256 * MIB);
+	enum { N = 100000 / SCALE };
+	struct trie_node **nodes = calloc(N, sizeof(*nodes));
+	put_all_twice(&t, 3, N, 8, nodes);
+	ck_assert_uint_eq(trie_count(&t), N);
+	unsigned depth = trie_depth(atomic_load(&t.root));
+	ck_assert_msg(depth >= 8, "expected a trie at least 8 levels deep, saw %u", depth);
+	check_foreach_visits_exactly(&t, nodes, N);
+	free(nodes);
+	region_destroy(&r);
+}
+END_TEST
+
+/* --- crafted collisions: a mirror of stack_trie.c's key_hash and its inverse --- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+static uint64_t unxorshift(uint64_t y, unsigned s)
+{
+	uint64_t x = y;
+	for (unsigned i = 0; i < 64 / s + 1; i++)
+		x = y ^ (x >> s);
+	return x;
+}
+
+static uint64_t mul_inverse(uint64_t c) /* c odd; Newton: 6 steps reach 64 bits */
+{
+	uint64_t x = c;
+	for (int i = 0; i < 6; i++)
+		x *= 2 - c * x;
+	return x;
+}
+
+static uint64_t unmix64(uint64_t x)
+{
+	x = unxorshift(x, 31);
+	x *= mul_inverse(0x94d049bb133111ebULL);
+	x = unxorshift(x, 27);
+	x *= mul_inverse(0xbf58476d1ce4e5b9ULL);
+	return unxorshift(x, 30);
+}
+
+static uint64_t mirror_hash(const struct key *k)
+{
+	uint64_t h = mix64(((uint64_t)(uint32_t)k->tid << 32) | k->n);
+	for (uint32_t i = 0; i < k->n; i++)
+		h = mix64(h ^ (uint64_t)k->pcs[i]) + i;
+	return h;
+}
+
+/* Chooses k's last pc so that the key hashes to target. */
+static void craft_last_pc(struct key *k, uint64_t target)
+{
+	uint64_t h = mix64(((uint64_t)(uint32_t)k->tid << 32) | k->n);
+	for (uint32_t i = 0; i + 1 < k->n; i++)
+		h = mix64(h ^ (uint64_t)k->pcs[i]) + i;
+	k->pcs[k->n - 1] = (uintptr_t)(unmix64(target - (k->n - 1)) ^ h);
+}
+
+/* Puts n crafted keys hashing to target + (i & spread) and checks all are told apart. */
+static void check_colliding_keys(uint64_t target, uint64_t spread, size_t n)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, 64 * MIB);
+	struct key *k = calloc(n, sizeof(*k));
+	struct trie_node **nodes = calloc(n, sizeof(*nodes));
+	for (size_t i = 0; i < n; i++) {
+		k[i].tid = (int32_t)(7 + i % 3);
+		k[i].n = 2 + (uint32_t)(i % 5);
+		for (uint32_t d = 0; d + 1 < k[i].n; d++)
+			k[i].pcs[d] = 0x700000 + i * 64 + d;
+		craft_last_pc(&k[i], target + (i & spread));
+		ck_assert_uint_eq(mirror_hash(&k[i]), target + (i & spread));
+		bool inserted = false;
+		nodes[i] = put(&t, &k[i], &inserted);
+		ck_assert_msg(nodes[i] && inserted, "colliding key %zu: expected a new node", i);
+		ck_assert_msg(nodes[i]->hash == target + (i & spread),
+			      "key_hash changed (update mirror_hash): expected %#llx, saw %#llx",
+			      (unsigned long long)(target + (i & spread)),
+			      (unsigned long long)nodes[i]->hash);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct trie_node *again = put(&t, &k[i], NULL);
+		if (again != nodes[i] || !node_has_key(again, &k[i]))
+			ck_abort_msg("colliding key %zu: expected node %p, saw %p", i,
+				     (void *)nodes[i], (void *)again);
+	}
+	ck_assert_uint_eq(trie_count(&t), n);
+	unsigned depth = trie_depth(atomic_load(&t.root));
+	if (spread == 0) /* one chain: 32 hash levels, then child 0 */
+		ck_assert_msg(depth == n, "expected a chain of %zu nodes, saw depth %u", n, depth);
+	else /* the shared top bits make one path first */
+		ck_assert_msg(depth > (64 - (unsigned)__builtin_popcountll(spread)) / 2,
+			      "expected a path through the %u shared levels, saw depth %u",
+			      (64 - (unsigned)__builtin_popcountll(spread)) / 2, depth);
+	check_foreach_visits_exactly(&t, nodes, n);
+	free(nodes);
+	free(k);
+	region_destroy(&r);
+}
+
+START_TEST(test_full_hash_collisions_are_told_apart_by_the_full_key)
+{
+	check_colliding_keys(0x0123456789abcdefULL, 0, 2000 / SCALE);
+}
+END_TEST
+
+START_TEST(test_hashes_sharing_long_prefixes_are_all_found)
+{
+	/* Same top 52 bits: 26 shared levels, then a fan-out over the low bits. */
+	check_colliding_keys(0xfedcba9876543000ULL, 0xfff, 4096 / SCALE);
+}
+END_TEST
+
+START_TEST(test_out_of_memory_put_returns_null_and_keeps_existing_stacks)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, 64 * 1024);
+	enum { MAX = 4096 };
+	struct trie_node *nodes[MAX];
+	struct key k;
+	size_t n = 0;
+	for (;; n++) {
+		ck_assert_int_lt(n, MAX);
+		make_key(&k, 4, n, 32);
+		nodes[n] = put(&t, &k, NULL);
+		if (!nodes[n])
+			break;
+	}
+	ck_assert_msg(n > 10, "expected some stacks to fit in 64 KiB, saw %zu", n);
+	ck_assert_uint_eq(trie_count(&t), n);
+	size_t used = region_used(&r);
+	for (size_t i = n; i < n + 100; i++) {
+		bool inserted = true;
+		make_key(&k, 4, i + 1000, 32);
+		for (uint32_t d = k.n; d < 32; d++)
+			k.pcs[d] = 0x800000 + d;
+		k.n = 32; /* the largest node: bigger than any free tail */
+		ck_assert_ptr_null(put(&t, &k, &inserted));
+		ck_assert(!inserted);
+	}
+	ck_assert_uint_ge(atomic_load(&r.refused), 100);
+	for (size_t i = 0; i < n; i++) {
+		bool inserted = true;
+		make_key(&k, 4, i, 32);
+		struct trie_node *again = put(&t, &k, &inserted);
+		if (again != nodes[i] || inserted)
+			ck_abort_msg("old stack %zu: expected node %p, saw %p", i, (void *)nodes[i],
+				     (void *)again);
+	}
+	ck_assert_msg(region_used(&r) == used, "lookups allocated: used %zu -> %zu", used,
+		      region_used(&r));
+	ck_assert_uint_eq(trie_count(&t), n);
+	check_foreach_visits_exactly(&t, nodes, n);
+	region_destroy(&r);
+}
+END_TEST
+
+/* --- concurrent puts --- */
+
+struct worker {
+	pthread_t thread;
+	uint32_t id;
+	struct stack_trie *t;
+	pthread_barrier_t *start;
+	bool same; /* all threads put family 5; else family 10 + id */
+	size_t nstacks, repeats;
+	struct trie_node **nodes; /* [nstacks]: what put returned (first repeat) */
+	size_t inserted, mismatches, nulls;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint32_t f = w->same ? 5 : 10 + w->id;
+	struct key k;
+	pthread_barrier_wait(w->start);
+	for (size_t rep = 0; rep < w->repeats; rep++) {
+		for (size_t j = 0; j < w->nstacks; j++) {
+			/* Threads start at different points of the set: both head-on races
+			 * for one key and races for neighbouring slots. */
+			size_t i = (j + w->id * w->nstacks / THREADS) % w->nstacks;
+			bool inserted;
+			make_key(&k, f, i, 48);
+			struct trie_node *node = put(w->t, &k, &inserted);
+			if (!node) {
+				w->nulls++;
+				continue;
+			}
+			w->inserted += inserted;
+			if (!node_has_key(node, &k) || (rep > 0 && node != w->nodes[i]))
+				w->mismatches++;
+			w->nodes[i] = node;
+			atomic_fetch_add_explicit(&node->samples, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&node->cpu_ns, i + 1, memory_order_relaxed);
+		}
+	}
+	return NULL;
+}
+
+static void run_workers(struct worker *w, struct stack_trie *t, bool same, size_t nstacks,
+			size_t repeats)
+{
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, THREADS);
+	for (uint32_t i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){.id = i,
+				       .t = t,
+				       .start = &start,
+				       .same = same,
+				       .nstacks = nstacks,
+				       .repeats = repeats};
+		w[i].nodes = calloc(nstacks, sizeof(*w[i].nodes));
+		ck_assert_int_eq(pthread_create(&w[i].thread, NULL, worker_main, &w[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(w[i].thread, NULL);
+	pthread_barrier_destroy(&start);
+	for (int i = 0; i < THREADS; i++)
+		ck_assert_msg(w[i].nulls == 0 && w[i].mismatches == 0,
+			      "thread %d: expected 0 NULL / wrong nodes, saw %zu / %zu", i,
+			      w[i].nulls, w[i].mismatches);
+}
+
+START_TEST(test_concurrent_puts_of_the_same_stacks_make_one_node_each)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, 64 * MIB);
+	static struct worker w[THREADS];
+	const size_t nstacks = 2048 / SCALE, repeats = 20 / SCALE;
+	run_workers(w, &t, true, nstacks, repeats);
+	size_t inserted = 0;
+	for (int i = 0; i < THREADS; i++)
+		inserted += w[i].inserted;
+	ck_assert_msg(inserted == nstacks, "expected %zu insertions in all, saw %zu", nstacks,
+		      inserted);
+	ck_assert_msg(trie_count(&t) == nstacks, "expected %zu nodes, saw %llu", nstacks,
+		      (unsigned long long)trie_count(&t));
+	for (size_t s = 0; s < nstacks; s++) {
+		struct trie_node *node = w[0].nodes[s];
+		for (int i = 1; i < THREADS; i++)
+			if (w[i].nodes[s] != node)
+				ck_abort_msg("stack %zu: thread 0 got %p, thread %d got %p", s,
+					     (void *)node, i, (void *)w[i].nodes[s]);
+		if (node->samples != THREADS * repeats ||
+		    node->cpu_ns != THREADS * repeats * (s + 1))
+			ck_abort_msg("stack %zu: expected samples %zu cpu %zu, saw %llu %llu", s,
+				     THREADS * repeats, THREADS * repeats * (s + 1),
+				     (unsigned long long)node->samples,
+				     (unsigned long long)node->cpu_ns);
+	}
+	check_foreach_visits_exactly(&t, w[0].nodes, nstacks);
+	for (int i = 0; i < THREADS; i++)
+		free(w[i].nodes);
+	region_destroy(&r);
+}
+END_TEST
+
+START_TEST(test_concurrent_puts_of_disjoint_stacks_are_all_found)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, 128 * MIB);
+	static struct worker w[THREADS];
+	const size_t nstacks = 4096 / SCALE;
+	run_workers(w, &t, false, nstacks, 1);
+	ck_assert_msg(trie_count(&t) == THREADS * nstacks, "expected %zu nodes, saw %llu",
+		      THREADS * nstacks, (unsigned long long)trie_count(&t));
+	struct trie_node **all = calloc(THREADS * nstacks, sizeof(*all));
+	struct key k;
+	for (uint32_t i = 0; i < THREADS; i++) {
+		ck_assert_msg(w[i].inserted == nstacks,
+			      "thread %u: expected %zu insertions, saw %zu", i, nstacks,
+			      w[i].inserted);
+		for (size_t s = 0; s < nstacks; s++) {
+			bool inserted = true;
+			make_key(&k, 10 + i, s, 48);
+			struct trie_node *node = put(&t, &k, &inserted);
+			if (node != w[i].nodes[s] || inserted || node->samples != 1)
+				ck_abort_msg("thread %u stack %zu: expected node %p, saw %p", i, s,
+					     (void *)w[i].nodes[s], (void *)node);
+			all[i * nstacks + s] = node;
+		}
+		free(w[i].nodes);
+	}
+	check_foreach_visits_exactly(&t, all, THREADS * nstacks);
+	free(all);
+	region_destroy(&r);
+}
+END_TEST
+
+/* A reader walks the trie while putters insert: every node it sees must be complete
+ * (its stored hash matches the hash of its stored key). */
+struct reader {
+	struct stack_trie *t;
+	atomic_bool *stop;
+	size_t walks, bad;
+};
+
+static void check_complete(const struct trie_node *node, void *arg)
+{
+	struct reader *rd = arg;
+	struct key k = {.tid = node->tid, .n = node->npcs};
+	if (k.n == 0 || k.n > MAX_DEPTH || node->id == 0) {
+		rd->bad++;
+		return;
+	}
+	memcpy(k.pcs, node->pcs, k.n * sizeof(k.pcs[0]));
+	if (mirror_hash(&k) != node->hash)
+		rd->bad++;
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	do {
+		trie_foreach(rd->t, check_complete, rd);
+		rd->walks++;
+	} while (!atomic_load(rd->stop));
+	return NULL;
+}
+
+START_TEST(test_foreach_during_concurrent_puts_sees_only_complete_nodes)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, 64 * MIB);
+	atomic_bool stop = false;
+	struct reader rd = {.t = &t, .stop = &stop};
+	pthread_t reader;
+	ck_assert_int_eq(pthread_create(&reader, NULL, reader_main, &rd), 0);
+	static struct worker w[THREADS];
+	run_workers(w, &t, false, 1024 / SCALE, 1);
+	atomic_store(&stop, true);
+	pthread_join(reader, NULL);
+	ck_assert_msg(rd.bad == 0, "expected only complete nodes, saw %zu bad in %zu walks", rd.bad,
+		      rd.walks);
+	for (int i = 0; i < THREADS; i++)
+		free(w[i].nodes);
+	region_destroy(&r);
+}
+END_TEST
+
+static Suite *stack_trie_suite(void)
+{
+	Suite *s = suite_create("stack_trie");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_put_gives_one_stable_node_per_stack);
+	tcase_add_test(tc, test_keys_differing_in_one_field_only_are_distinct);
+	tcase_add_test(tc, test_empty_trie_has_no_node);
+	tcase_add_test(tc, test_reset_forgets_every_node_and_restarts_ids);
+	tcase_add_test(tc, test_deep_trie_of_many_stacks_finds_every_stack);
+	tcase_add_test(tc, test_full_hash_collisions_are_told_apart_by_the_full_key);
+	tcase_add_test(tc, test_hashes_sharing_long_prefixes_are_all_found);
+	tcase_add_test(tc, test_out_of_memory_put_returns_null_and_keeps_existing_stacks);
+	tcase_add_test(tc, test_concurrent_puts_of_the_same_stacks_make_one_node_each);
+	tcase_add_test(tc, test_concurrent_puts_of_disjoint_stacks_are_all_found);
+	tcase_add_test(tc, test_foreach_during_concurrent_puts_sees_only_complete_nodes);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(stack_trie_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed != 0 ? 1 : 0;
+}
