@@ -22,13 +22,13 @@ UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 TOOL_LIB_SRCS := $(filter-out test/tools/pprof_dump.c,$(wildcard test/tools/*.c))
 TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-WORKLOAD_SRCS := $(wildcard test/workloads/*.c)
+WORKLOAD_SRCS := $(filter-out test/workloads/early_thread.c,$(wildcard test/workloads/*.c))
 WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%)
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
 .PHONY: all deps check unit tsan integration demo clean format bench
-all: $(BUILD)/libddprof.so $(BUILD)/pprof-dump $(WORKLOAD_BINS)
+all: $(BUILD)/libddprof.so $(BUILD)/pprof-dump $(WORKLOAD_BINS) $(BUILD)/workloads/libearly_thread.so
 
 deps:
 	@bash scripts/install-deps
@@ -61,6 +61,11 @@ $(BUILD)/workloads/%: test/workloads/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-shrink-wrap -fno-optimize-sibling-calls -pthread -Wall -Werror $< -o $@ -lm
+
+$(BUILD)/workloads/libearly_thread.so: test/workloads/early_thread.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O2 -g -fno-omit-frame-pointer -pthread -Wall -Werror $< -o $@
 
 unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)

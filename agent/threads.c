@@ -133,6 +133,24 @@ static int arm_locked(struct thread_entry *e)
 	return 0;
 }
 
+static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, out, THREAD_NAME_MAX - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	out[n] = 0;
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = 0;
+	return true;
+}
+
 static int start_tid(pid_t tid, bool self)
 {
 	int rc = 0;
@@ -141,8 +159,10 @@ static int start_tid(pid_t tid, bool self)
 		struct thread_entry *e = add_locked(tid);
 		rc = e ? arm_locked(e) : -ENOMEM;
 		if (e && rc == 0 && self)
-			prctl(PR_GET_NAME, e->name); /* refined by threads_reap later */
-		else if (e && rc != 0)
+			prctl(PR_GET_NAME, e->name); /* refreshed before each upload */
+		else if (e && rc == 0)
+			read_comm(tid, e->name);
+		else if (e)
 			n_entries--; /* e is the last entry: drop it */
 	}
 	pthread_mutex_unlock(&registry_lock);
@@ -177,24 +197,6 @@ void threads_exit_self(void)
 		prctl(PR_GET_NAME, e->name);
 	}
 	pthread_mutex_unlock(&registry_lock);
-}
-
-static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, out, THREAD_NAME_MAX - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	out[n] = 0;
-	char *nl = strchr(out, '\n');
-	if (nl)
-		*nl = 0;
-	return true;
 }
 
 int threads_scan_existing(void)
@@ -248,12 +250,19 @@ void threads_reap(void)
 			timer_delete(e->timer);
 			e->has_timer = false;
 			e->status = THREAD_ENDED; /* keep its name for one more upload */
-		} else {
-			read_comm(e->tid, e->name);
 		}
 		entries[w++] = *e;
 	}
 	n_entries = w;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+void threads_refresh_names(void)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (size_t i = 0; i < n_entries; i++)
+		if (entries[i].status == THREAD_LIVE)
+			read_comm(entries[i].tid, entries[i].name);
 	pthread_mutex_unlock(&registry_lock);
 }
 

@@ -38,9 +38,13 @@ void threads_exit_self(void);
  * Returns the number armed. */
 int threads_scan_existing(void);
 
-/* Uploader: deletes timers of ended threads, refreshes names of live ones, forgets
- * threads that ended before the previous call (their samples were serialized). */
+/* Uploader, after serializing: deletes timers of ended threads and forgets threads
+ * that ended before the previous call (their samples were serialized). */
 void threads_reap(void);
+
+/* Uploader, before serializing: re-reads the names of live threads (threads rename
+ * themselves after they start). */
+void threads_refresh_names(void);
 
 /* Name of tid (live or ended since the last reap) into out; false if unknown. */
 bool threads_name(pid_t tid, char out[THREAD_NAME_MAX]);

@@ -94,6 +94,7 @@ static void upload_cycle(struct symbolizer *sym, struct pb_buf *gz)
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(&meta, comment_buf);
 		symbolizer_refresh(sym);
+		threads_refresh_names();
 		struct pprof_stats ps;
 		int rc = pprof_build(p, &meta, sym, gz, &ps);
 		atomic_store_explicit(&st_serialize_ns, clock_now_ns(CLOCK_MONOTONIC) - t0,

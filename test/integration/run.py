@@ -217,6 +217,56 @@ def test_disabled_agent_writes_nothing(ctx):
     return "no output"
 
 
+def test_timers_deleted_when_threads_end(ctx):
+    """600 threads ending by return, pthread_exit and cancellation, 8 at a time."""
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "thread_churn"), "600", "8"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
+    m = re.search(r"threads (\d+) peak_timers (\d+) final_timers (\d+)", stdout)
+    check(m, "unexpected output %r" % stdout)
+    peak, final = int(m.group(2)), int(m.group(3))
+    check(final == 1, "%d POSIX timers left after every thread ended, expected 1 (main)" % final)
+    check(peak <= 9, "peak of %d timers with 8 threads + main alive" % peak)
+    profs = dump(profile_files(out))
+    burn = sum(p["functions"].get("churn_burn", {"total": [0, 0]})["total"][1] for p in profs)
+    # Each of the 600 threads burns >= 2 ms of CPU in churn_burn: >= 1.2 s in all. The
+    # kernel checks CPU timers only at ticks (4 ms), so CPU after a thread's last tick
+    # is never sampled: for 2 ms threads a large part. Assert that they are sampled at
+    # all (a timer that is never armed would give ~0), not the exact total.
+    check(burn >= 0.5 * 1.2e9, "churn_burn has %.3f s of cpu-time, expected >= 0.6 s"
+          % (burn / 1e9))
+    return "peak=%d final=%d churn_burn=%.2fs" % (peak, final, burn / 1e9)
+
+
+def test_threads_started_before_the_agent_are_sampled(ctx):
+    """A thread created by a constructor that runs before ours is found in /proc."""
+    out = os.path.join(ctx.dir, "out")
+    early = os.path.join(WORKLOADS, "libearly_thread.so")
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "cpu_split"), "1", "1.0"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+         "LD_PRELOAD": LIB + " " + early, "EARLY_BURN_SECONDS": "0.4"})
+    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
+    profs = dump(profile_files(out), stacks=True)
+    ti = value_index(profs[0], "cpu-time")
+    burn = sum(p["functions"].get("early_burn", {"self": [0, 0]})["self"][ti] for p in profs)
+    # It burns 0.4 s and ends while main still runs (main burns 1 s on another core).
+    check(abs(burn / 0.4e9 - 1) <= 0.1,
+          "early_burn has %.3f s of cpu-time, expected 0.4 s within 10%%" % (burn / 1e9))
+    named = [st for p in profs for st in p["stacks"]
+             if st["frames"] and st["frames"][0] == "early_burn"]
+    check(all(st["labels"].get("thread name") == "early-thread" for st in named),
+          "early thread samples not labelled with its name: %s"
+          % {st["labels"].get("thread name") for st in named})
+    callers = sum(st["values"][ti] for st in named
+                  if len(st["frames"]) > 1 and st["frames"][1] == "early_main")
+    check(callers >= 0.95 * burn, "its stacks lost their caller (%.1f%% with early_main)"
+          % (100.0 * callers / burn))
+    return "early_burn=%.2fs" % (burn / 1e9)
+
+
 TESTS = [(name, fn) for name, fn in sorted(globals().items())
          if name.startswith("test_") and callable(fn)]
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define TOP_FUNCTIONS 20
+/* Output goes through the *_unlocked stdio calls: single-threaded, and stacks are large. */
 
 /* A distinct frame name with its summed values. */
 struct agg {
@@ -208,25 +209,34 @@ static void json_strn(const char *str, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)str;
 
-	putchar('"');
+	putchar_unlocked('"');
 	for (size_t i = 0; i < n;) {
+		size_t run = 0; /* printable ASCII needing no escape, written at once */
+		while (i + run < n && s[i + run] >= 0x20 && s[i + run] < 0x80 &&
+		       s[i + run] != '"' && s[i + run] != '\\')
+			run++;
+		if (run) {
+			fwrite_unlocked(s + i, 1, run, stdout);
+			i += run;
+			continue;
+		}
 		unsigned char c = s[i];
 		size_t len = utf8_seq(s + i, n - i);
 		if (c == '"' || c == '\\')
 			printf("\\%c", c);
 		else if (c == '\n')
-			fputs("\\n", stdout);
+			fputs_unlocked("\\n", stdout);
 		else if (c == '\t')
-			fputs("\\t", stdout);
+			fputs_unlocked("\\t", stdout);
 		else if (c == '\r')
-			fputs("\\r", stdout);
+			fputs_unlocked("\\r", stdout);
 		else if (c < 0x20 || len == 0)
 			printf("\\u%04x", c);
 		else
-			fwrite(s + i, 1, len, stdout);
+			fwrite_unlocked(s + i, 1, len, stdout);
 		i += len ? len : 1;
 	}
-	putchar('"');
+	putchar_unlocked('"');
 }
 
 static void json_str(const char *s)
@@ -241,10 +251,10 @@ static void json_pstr(const struct pprof_profile *p, int64_t idx)
 
 static void json_values(const int64_t *v, size_t n)
 {
-	putchar('[');
+	putchar_unlocked('[');
 	for (size_t i = 0; i < n; i++)
 		printf("%s%" PRId64, i ? "," : "", v[i]);
-	putchar(']');
+	putchar_unlocked(']');
 }
 
 static int cmp_thread(const void *a, const void *b)
@@ -275,7 +285,7 @@ static void json_threads(struct dump *d)
 		refs[i] = (struct thread_ref){l != NULL, l ? l->num : 0, i};
 	}
 	qsort(refs, p->num_samples, sizeof(*refs), cmp_thread);
-	fputs("\"threads\":{", stdout);
+	fputs_unlocked("\"threads\":{", stdout);
 	for (size_t i = 0, end; i < p->num_samples; i = end) {
 		int64_t name = 0;
 		memset(sum, 0, d->nv * sizeof(int64_t));
@@ -294,11 +304,11 @@ static void json_threads(struct dump *d)
 		else
 			printf("%s\"none\":{\"name\":", i ? "," : "");
 		json_pstr(p, name);
-		fputs(",\"values\":", stdout);
+		fputs_unlocked(",\"values\":", stdout);
 		json_values(sum, d->nv);
-		putchar('}');
+		putchar_unlocked('}');
 	}
-	putchar('}');
+	putchar_unlocked('}');
 	free(sum);
 	free(refs);
 }
@@ -314,11 +324,11 @@ static void json_process_ids(const struct pprof_profile *p)
 			pids[n++] = l->num;
 	}
 	qsort(pids, n, sizeof(*pids), cmp_i64);
-	fputs("\"process_ids\":[", stdout);
+	fputs_unlocked("\"process_ids\":[", stdout);
 	for (size_t i = 0; i < n; i++)
 		if (i == 0 || pids[i] != pids[i - 1])
 			printf("%s%" PRId64, i ? "," : "", pids[i]);
-	putchar(']');
+	putchar_unlocked(']');
 	free(pids);
 }
 
@@ -326,7 +336,7 @@ static void json_stacks(struct dump *d)
 {
 	const struct pprof_profile *p = d->p;
 
-	fputs(",\"stacks\":[", stdout);
+	fputs_unlocked(",\"stacks\":[", stdout);
 	for (size_t i = 0; i < p->num_samples; i++) {
 		const struct pprof_sample *s = &p->samples[i];
 		printf("%s{\"frames\":[", i ? "," : "");
@@ -335,80 +345,80 @@ static void json_stacks(struct dump *d)
 			size_t li = (size_t)(pprof_location(p, s->location_ids[j]) - p->locations);
 			for (size_t f = d->loc_start[li]; f < d->loc_start[li + 1]; f++) {
 				if (!first)
-					putchar(',');
+					putchar_unlocked(',');
 				first = false;
 				json_str(d->aggs[d->loc_frames[f]].name);
 			}
 		}
-		fputs("],\"values\":", stdout);
+		fputs_unlocked("],\"values\":", stdout);
 		json_values(s->values, s->num_values);
-		fputs(",\"labels\":{", stdout);
+		fputs_unlocked(",\"labels\":{", stdout);
 		for (size_t j = 0; j < s->num_labels; j++) {
 			const struct pprof_label *l = &s->labels[j];
 			if (j)
-				putchar(',');
+				putchar_unlocked(',');
 			json_pstr(p, l->key);
-			putchar(':');
+			putchar_unlocked(':');
 			if (l->str)
 				json_pstr(p, l->str);
 			else
 				printf("%" PRId64, l->num);
 		}
-		fputs("}}", stdout);
+		fputs_unlocked("}}", stdout);
 	}
-	putchar(']');
+	putchar_unlocked(']');
 }
 
 static void print_json(struct dump *d, bool stacks)
 {
 	const struct pprof_profile *p = d->p;
 
-	fputs("{\"file\":", stdout);
+	fputs_unlocked("{\"file\":", stdout);
 	json_str(d->path);
-	fputs(",\"sample_types\":[", stdout);
+	fputs_unlocked(",\"sample_types\":[", stdout);
 	for (size_t i = 0; i < p->num_sample_types; i++) {
 		printf("%s[", i ? "," : "");
 		json_pstr(p, p->sample_types[i].type);
-		putchar(',');
+		putchar_unlocked(',');
 		json_pstr(p, p->sample_types[i].unit);
-		putchar(']');
+		putchar_unlocked(']');
 	}
-	fputs("],\"period_type\":[", stdout);
+	fputs_unlocked("],\"period_type\":[", stdout);
 	json_pstr(p, p->period_type.type);
-	putchar(',');
+	putchar_unlocked(',');
 	json_pstr(p, p->period_type.unit);
 	printf("],\"period\":%" PRId64 ",\"time_nanos\":%" PRId64 ",\"duration_nanos\":%" PRId64,
 	       p->period, p->time_nanos, p->duration_nanos);
-	fputs(",\"totals\":", stdout);
+	fputs_unlocked(",\"totals\":", stdout);
 	json_values(d->totals, d->nv);
-	putchar(',');
+	putchar_unlocked(',');
 	json_threads(d);
-	putchar(',');
+	putchar_unlocked(',');
 	json_process_ids(p);
-	fputs(",\"functions\":{", stdout);
+	fputs_unlocked(",\"functions\":{", stdout);
 	for (size_t i = 0; i < d->num_aggs; i++) {
 		if (i)
-			putchar(',');
+			putchar_unlocked(',');
 		json_str(d->aggs[i].name);
-		fputs(":{\"self\":", stdout);
+		fputs_unlocked(":{\"self\":", stdout);
 		json_values(d->aggs[i].self, d->nv);
-		fputs(",\"total\":", stdout);
+		fputs_unlocked(",\"total\":", stdout);
 		json_values(d->aggs[i].total, d->nv);
-		putchar('}');
+		putchar_unlocked('}');
 	}
-	putchar('}');
+	putchar_unlocked('}');
 	if (stacks)
 		json_stacks(d);
-	fputs(",\"mappings\":[", stdout);
+	fputs_unlocked(",\"mappings\":[", stdout);
 	for (size_t i = 0; i < p->num_mappings; i++) {
 		const struct pprof_mapping *m = &p->mappings[i];
 		printf("%s{\"id\":%" PRIu64 ",\"start\":%" PRIu64 ",\"limit\":%" PRIu64
 		       ",\"offset\":%" PRIu64 ",\"filename\":",
 		       i ? "," : "", m->id, m->memory_start, m->memory_limit, m->file_offset);
 		json_pstr(p, m->filename);
-		fputs(",\"build_id\":", stdout);
+		fputs_unlocked(",\"build_id\":", stdout);
 		json_pstr(p, m->build_id);
-		putchar('}');
+		putchar_unlocked('}');
 	}
 	printf("],\"num_samples\":%zu,\"num_locations\":%zu,\"num_functions\":%zu}\n",
 	       p->num_samples, p->num_locations, p->num_functions);
@@ -441,7 +451,7 @@ static void print_summary(struct dump *d)
 	printf("  totals:");
 	for (size_t i = 0; i < d->nv; i++)
 		printf(" %s=%" PRId64, pprof_str(p, p->sample_types[i].type), d->totals[i]);
-	putchar('\n');
+	putchar_unlocked('\n');
 	if (d->nv == 0 || d->num_aggs == 0)
 		return;
 

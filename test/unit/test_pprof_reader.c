@@ -481,25 +481,27 @@ struct raw_case {
 START_TEST(test_malformed_wire)
 {
 	/* clang-format off */
+#define FF9 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff
 	static const struct raw_case cases[] = {
-		{"bad wire type", {0xa3, 0x06}, 2},
-		{"bad wire type", {0xa7, 0x06}, 2},
-		{"truncated varint", {0x48, 0x80}, 2},
-		{"varint overflow", {0x48, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}, 11},
-		{"varint overflow", {0x48, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 12},
-		{"past end", {0x32, 0x05, 'a'}, 3},
-		{"past end", {0x32, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 11},
-		{"past end", {0xa9, 0x06, 1, 2, 3}, 5},
-		{"past end", {0xad, 0x06, 1, 2, 3}, 5},
+		{"bad wire type", {0xa3, 0x06}, 2},			/* field 100, wire type 3 */
+		{"bad wire type", {0xa7, 0x06}, 2},			/* field 100, wire type 7 */
+		{"truncated varint", {0x48, 0x80}, 2},			/* time_nanos */
+		{"varint overflow", {0x48, FF9, 0x02}, 11},		/* 10th byte > 1 */
+		{"varint overflow", {0x48, FF9, 0xff, 0x01}, 12},	/* 11 bytes */
+		{"past end", {0x32, 0x05, 'a'}, 3},			/* 1 of 5 string bytes */
+		{"past end", {0x32, FF9, 0x01}, 11},			/* 2^64-1 string bytes */
+		{"past end", {0xa9, 0x06, 1, 2, 3}, 5},			/* 3 of 8 fixed64 bytes */
+		{"past end", {0xad, 0x06, 1, 2, 3}, 5},			/* 3 of 4 fixed32 bytes */
 		{"invalid field number", {0x00}, 1},
-		{"expected varint", {0x49, 1, 2, 3, 4, 5, 6, 7, 8}, 9},
-		{"expected a message", {0x08, 0x01}, 2},
-		{"truncated varint", {0x0a, 0x02, 0x08, 0x80}, 4},
-		{"past end", {0x12, 0x03, 0x0a, 0x02, 0x01}, 5},
-		{"truncated varint", {0x12, 0x03, 0x0a, 0x01, 0x81}, 5},
-		{"bad wire type", {0x12, 0x02, 0x7e, 0x01}, 4},
-		{"gzip", {0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xff, 0xff}, 12},
+		{"expected varint", {0x49, 1, 2, 3, 4, 5, 6, 7, 8}, 9},	/* fixed64 time_nanos */
+		{"expected a message", {0x08, 0x01}, 2},		/* varint sample_type */
+		{"truncated varint", {0x0a, 0x02, 0x08, 0x80}, 4},	/* inside a ValueType */
+		{"past end", {0x12, 0x03, 0x0a, 0x02, 0x01}, 5},	/* packed run past Sample */
+		{"truncated varint", {0x12, 0x03, 0x0a, 0x01, 0x81}, 5}, /* inside packed run */
+		{"bad wire type", {0x12, 0x02, 0x7e, 0x01}, 4},		/* in a Sample */
+		{"gzip", {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xff}, 12}, /* bad block type */
 	};
+#undef FF9
 	/* clang-format on */
 	struct pprof_profile p;
 	char err[256];
@@ -701,15 +703,14 @@ static const uint8_t go_goroutine_profile[] = {
 
 START_TEST(test_go_profile)
 {
-	static const char *const frames[] = {
-	    "runtime.goroutineProfileWithLabels",
-	    "runtime/pprof.runtime_goroutineProfileWithLabels",
-	    "runtime/pprof.writeRuntimeProfile",
-	    "runtime/pprof.writeGoroutine",
-	    "runtime/pprof.(*Profile).WriteTo",
-	    "main.main",
-	    "runtime.main",
-	};
+	static const char *const frames[] = {"runtime.goroutineProfileWithLabels",
+					     "runtime/pprof.runtime_goroutineProfileWithLabels",
+					     "runtime/pprof.writeRuntimeProfile",
+					     "runtime/pprof.writeGoroutine",
+					     "runtime/pprof.(*Profile).WriteTo",
+					     "main.main",
+					     "runtime.main"};
+
 	struct pprof_profile p;
 	char err[256];
 

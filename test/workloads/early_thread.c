@@ -1,0 +1,44 @@
+/*
+ * early_thread.c - built as libearly_thread.so. Preloaded AFTER libddprof.so, its
+ * constructor runs first and starts a thread that burns CPU in early_burn for the
+ * number of CPU seconds in EARLY_BURN_SECONDS (default 1). That thread exists before
+ * the agent's constructor: the agent must find it in /proc/self/task and sample it.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+static volatile uint64_t sink;
+static pthread_t early;
+
+__attribute__((noinline)) void early_burn(double seconds)
+{
+	struct timespec t;
+	do {
+		for (int i = 0; i < 100000; i++)
+			sink = sink * 6364136223846793005ULL + 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	} while ((double)t.tv_sec + (double)t.tv_nsec / 1e9 < seconds);
+	__asm__ volatile("");
+}
+
+static void *early_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "early-thread");
+	const char *s = getenv("EARLY_BURN_SECONDS");
+	early_burn(s ? atof(s) : 1.0);
+	return NULL;
+}
+
+__attribute__((constructor)) static void start_early(void)
+{
+	pthread_create(&early, NULL, early_main, NULL);
+}
+
+__attribute__((destructor)) static void join_early(void)
+{
+	pthread_join(early, NULL);
+}
