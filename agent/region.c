@@ -41,6 +41,10 @@ void region_destroy(struct region *r)
 /* async-signal-safe */
 void *region_alloc(struct region *r, size_t size)
 {
+	if (size > r->ceiling) { /* also keeps the rounding below from wrapping */
+		atomic_fetch_add_explicit(&r->refused, 1, memory_order_relaxed);
+		return NULL;
+	}
 	size = (size + REGION_ALIGN - 1) & ~(size_t)(REGION_ALIGN - 1);
 	/* Relaxed: the CAS only reserves bytes. The memory is fresh from the kernel (zero)
 	 * and its contents are published by the caller's own release store. */

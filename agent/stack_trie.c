@@ -83,18 +83,24 @@ struct trie_node *trie_put(struct stack_trie *t, int32_t tid, const uintptr_t *p
 		/* Acquire pairs with the release CAS that published the node: its key is
 		 * fully visible before we compare it. */
 		struct trie_node *node = atomic_load_explicit(slot, memory_order_acquire);
-		if (!node) {
-			if (!fresh) {
-				fresh = node_new(t, hash, tid, pcs, n);
-				if (!fresh)
-					return NULL;
+		if (!node && !fresh) {
+			fresh = node_new(t, hash, tid, pcs, n);
+			if (fresh) {
 				/* The id is set before publication so the release CAS makes
 				 * it visible with the key. A node that loses every race to
 				 * an equal key wastes its id: ids are unique, not dense. */
 				fresh->id = atomic_fetch_add_explicit(&t->seq, 1,
 								      memory_order_relaxed) +
 					    1;
+			} else {
+				/* Out of memory, but an equal key may have been published
+				 * here meanwhile: count on it rather than drop. */
+				node = atomic_load_explicit(slot, memory_order_acquire);
+				if (!node)
+					return NULL;
 			}
+		}
+		if (!node) {
 			/* Release publishes fresh's key and id to the acquire loads above. */
 			if (atomic_compare_exchange_strong_explicit(slot, &node, fresh,
 								    memory_order_release,
