@@ -64,11 +64,19 @@ static void *worker(void *arg)
 	prctl(PR_SET_NAME, name);
 	/* The CPU clock is read every CHECK_EVERY rounds only: a syscall every round
 	 * skews where 99 Hz CPU-timer signals land (see BENCHMARKS.md, accuracy). */
+	/* Round lengths vary at random (the 3 : 1 ratio stays): the kernel samples CPU
+	 * timers at ticks only, so a strictly periodic loop would alias against the tick
+	 * lattice of the thread's CPU time and bias the split by a few points. */
+	uint64_t rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(intptr_t)arg;
 	for (unsigned r = 0;; r++) {
 		if (r % CHECK_EVERY == 0 && thread_cpu_seconds() >= target_seconds)
 			break;
-		hot_a(3 * ROUND_ITERS);
-		hot_b(ROUND_ITERS);
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		uint64_t unit = ROUND_ITERS / 2 + rng % ROUND_ITERS; /* 0.5x to 1.5x */
+		hot_a(3 * unit);
+		hot_b(unit);
 	}
 	return NULL;
 }
