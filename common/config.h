@@ -5,8 +5,10 @@
  * in libddprof calls getenv. The result is one immutable struct.
  * Context: called once from the constructor (application's main thread, before main),
  * and from unit tests with a fake environment.
- * Invariant: a bad value yields exactly one warning line on stderr naming the variable
- * and the default used, and the default is used; parsing never fails.
+ * Invariant: each bad value yields one warning (DD_TAGS: one per dropped entry) naming
+ * the variable and the default used, and the default is used; parsing never fails.
+ * config_load also applies DD_PROFILING_LOG_LEVEL (log_set_level) before warning, so
+ * at level "error" warnings are counted but not printed.
  */
 #ifndef DDPROF_COMMON_CONFIG_H
 #define DDPROF_COMMON_CONFIG_H
@@ -30,8 +32,8 @@
 /* Below this not even a small profile fits; above it we refuse to reserve address space. */
 #define CONFIG_MIN_MAX_MEMORY (256ULL << 10)
 #define CONFIG_MAX_MAX_MEMORY (16ULL << 30)
-#define CONFIG_TAG_MAX 256 /* bytes kept of DD_SERVICE, DD_ENV, DD_VERSION */
-#define CONFIG_TAGS_MAX 2048 /* bytes kept of DD_TAGS */
+#define CONFIG_TAG_MAX 256 /* buffer of DD_SERVICE, DD_ENV, DD_VERSION (incl. NUL) */
+#define CONFIG_TAGS_MAX 2048 /* buffer of DD_TAGS (incl. NUL) */
 #define CONFIG_PATH_MAX 1024
 
 struct config {
@@ -41,7 +43,7 @@ struct config {
 	char output_dir[CONFIG_PATH_MAX]; /* DD_PROFILING_OUTPUT_DIR, "" = no file export */
 	uint64_t max_memory; /* DD_PROFILING_MAX_MEMORY, bytes; suffixes K, M, G (and KiB..) */
 	int signal; /* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else signo */
-	enum log_level log_level; /* DD_PROFILING_LOG_LEVEL: error|warn|info|debug */
+	enum log_level log_level; /* DD_PROFILING_LOG_LEVEL: error|warn(ing)|info|debug */
 	char service[CONFIG_TAG_MAX]; /* DD_SERVICE */
 	char env[CONFIG_TAG_MAX]; /* DD_ENV */
 	char version[CONFIG_TAG_MAX]; /* DD_VERSION */

@@ -114,15 +114,10 @@ static void atfork_child(void)
 	uploader_atfork_child();
 }
 
-static const char *config_getenv(const char *name)
-{
-	return getenv(name);
-}
-
 __attribute__((constructor)) static void ddprof_init(void)
 {
 	int saved_errno = errno;
-	config_load(&cfg, config_getenv);
+	config_load(&cfg, NULL); /* NULL: the process environment */
 	if (!cfg.enabled)
 		goto out;
 	if (!resolve_pthread_create()) {
