@@ -11,29 +11,20 @@
  */
 #include "stack_trie.h"
 
+#include "common/hash.h"
+
 #include <stddef.h>
 #include <string.h>
 
 #define HASH_BITS 64
 #define HASH_LEVEL_BITS 2 /* log2(TRIE_FANOUT) */
 
-/* async-signal-safe. 64-bit finalizer of splitmix64: full avalanche per word. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
 /* async-signal-safe */
 static uint64_t key_hash(int32_t tid, const uintptr_t *pcs, uint32_t n)
 {
-	uint64_t h = mix64(((uint64_t)(uint32_t)tid << 32) | n);
+	uint64_t h = hash_mix64(((uint64_t)(uint32_t)tid << 32) | n);
 	for (uint32_t i = 0; i < n; i++)
-		h = mix64(h ^ (uint64_t)pcs[i]) + i;
+		h = hash_mix64(h ^ (uint64_t)pcs[i]) + i;
 	return h;
 }
 

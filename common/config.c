@@ -5,7 +5,7 @@
  * agent reads. The result is one struct filled once and never changed afterwards.
  * Context: config_load() runs once from the library constructor, on the application's
  * main thread before main (so getenv is not racing setenv), and from unit tests with a
- * fake environment. Not async-signal-safe (it logs). No allocation: fixed buffers only.
+ * fake environment. Never called from a signal handler (it logs). No allocation: fixed buffers only.
  * Rules: an empty value is the same as an unset one. A bad value costs exactly one
  * warning line naming the variable, quoting the value and stating what is used instead.
  */

@@ -4,21 +4,13 @@
  */
 #include "hashmap.h"
 
+#include "common/hash.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define HASHMAP_MIN_CAP 64
-
-static inline uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
 
 void u64map_init(struct u64map *m)
 {
@@ -43,7 +35,7 @@ bool u64map_get(const struct u64map *m, uint64_t key, uint64_t *val)
 {
 	if (!m->cap)
 		return false;
-	for (size_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+	for (size_t i = hash_mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
 		if (m->keys[i] == key) {
 			*val = m->vals[i];
 			return true;
@@ -56,7 +48,7 @@ bool u64map_get(const struct u64map *m, uint64_t key, uint64_t *val)
 static void u64map_insert(uint64_t *keys, uint64_t *vals, size_t cap, uint64_t key, uint64_t val,
 			  bool *added)
 {
-	for (size_t i = mix(key) & (cap - 1);; i = (i + 1) & (cap - 1)) {
+	for (size_t i = hash_mix64(key) & (cap - 1);; i = (i + 1) & (cap - 1)) {
 		if (keys[i] == key || keys[i] == 0) {
 			*added = keys[i] == 0;
 			keys[i] = key;
@@ -98,7 +90,7 @@ static uint64_t str_hash(const char *s)
 	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
 	for (; *s; s++)
 		h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
-	return mix(h);
+	return hash_mix64(h);
 }
 
 void strtab_init(struct strtab *t)

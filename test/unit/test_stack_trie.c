@@ -9,6 +9,7 @@
  * trie (it must only see complete nodes).
  */
 #include "agent/stack_trie.h"
+#include "common/hash.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -33,16 +34,7 @@ struct key {
 	uintptr_t pcs[MAX_DEPTH];
 };
 
-/* The finalizer of splitmix64; also stack_trie.c's mixer (mirrored below). */
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
+#define mix64 hash_mix64 /* the trie's mixer, from common/hash.h */
 
 /* Stack number i of family f, depth 1..max_depth. pcs[0] holds i and f, so stacks are
  * distinct across (f, i); tid varies too. */

@@ -63,7 +63,7 @@ static void *worker(void *arg)
 	snprintf(name, sizeof(name), "burner-%d", (int)(intptr_t)arg);
 	prctl(PR_SET_NAME, name);
 	/* The CPU clock is read every CHECK_EVERY rounds only: a syscall every round
-	 * skews where 99 Hz CPU-timer signals land (see BENCHMARKS.md, accuracy). */
+	 * measurably skewed where 99 Hz CPU-timer signals landed (hot_a +4 points). */
 	/* Round lengths vary at random (the 3 : 1 ratio stays): the kernel samples CPU
 	 * timers at ticks only, so a strictly periodic loop would alias against the tick
 	 * lattice of the thread's CPU time and bias the split by a few points. */
