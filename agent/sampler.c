@@ -13,6 +13,7 @@
 #include "sampler.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -32,6 +33,10 @@ struct thread_state {
 
 /* initial-exec: the handler must not trigger lazy TLS allocation (invariant 1). */
 static __thread struct thread_state tls_state __attribute__((tls_model("initial-exec")));
+/* The handler's pc buffer lives here, not on the interrupted stack: 2 KiB more on a
+ * small fiber stack near its limit would hit the guard page. The handler cannot nest
+ * (every signal is blocked while it runs), so one buffer per thread is enough. */
+static __thread uintptr_t tls_pcs[UNWIND_MAX_DEPTH] __attribute__((tls_model("initial-exec")));
 
 static struct profile_pair *sampler_profiles;
 static uint64_t sampler_period;
@@ -82,7 +87,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	 * stack or a coroutine stack we know only the leaf. */
 	if (regs.sp >= ts->stack_lo && regs.sp < ts->stack_hi)
 		regs.stack_hi = ts->stack_hi;
-	uintptr_t pcs[UNWIND_MAX_DEPTH];
+	uintptr_t *pcs = tls_pcs;
 	uint32_t n = sampler_unwinder(&regs, pcs, UNWIND_MAX_DEPTH);
 	/* si_overrun: expiries the kernel merged into this one signal. */
 	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
@@ -136,7 +141,9 @@ int sampler_init(struct profile_pair *pp, uint64_t period_ns, int requested_sign
 	sa.sa_sigaction = sampler_handler;
 	/* SA_RESTART: interrupted syscalls of the app resume instead of failing EINTR. */
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
+	/* Nothing may interrupt a record: an application handler that siglongjmps would
+	 * leave the profile's writer count raised and the uploader waiting forever. */
+	sigfillset(&sa.sa_mask);
 	if (sigaction(signo, &sa, NULL) != 0)
 		return -errno;
 	if (signo != SIGPROF)
@@ -163,9 +170,17 @@ void sampler_set_enabled(bool on)
 /* Normal context, in the thread itself. */
 void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi)
 {
+	/* A timer armed by the /proc scan may already fire in this thread: keep the
+	 * handler from seeing lo and hi from two different sources. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	if (sampler_signo > 0)
+		sigaddset(&block, sampler_signo);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
 	tls_state.tid = tid;
 	tls_state.stack_lo = stack_lo;
 	tls_state.stack_hi = stack_hi;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void sampler_thread_mark_internal(void)

@@ -4,10 +4,10 @@
  * number of CPU seconds in EARLY_BURN_SECONDS (default 1). That thread exists before
  * the agent's constructor: the agent must find it in /proc/self/task and sample it.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 static volatile uint64_t sink;
@@ -27,7 +27,6 @@ __attribute__((noinline)) void early_burn(double seconds)
 static void *early_main(void *arg)
 {
 	(void)arg;
-	prctl(PR_SET_NAME, "early-thread");
 	const char *s = getenv("EARLY_BURN_SECONDS");
 	early_burn(s ? atof(s) : 1.0);
 	return NULL;
@@ -35,7 +34,10 @@ static void *early_main(void *arg)
 
 __attribute__((constructor)) static void start_early(void)
 {
-	pthread_create(&early, NULL, early_main, NULL);
+	/* Named here, before this constructor returns (and so before the agent's runs):
+	 * a name set by the thread itself could race with the agent's /proc scan. */
+	if (pthread_create(&early, NULL, early_main, NULL) == 0)
+		pthread_setname_np(early, "early-thread");
 }
 
 __attribute__((destructor)) static void join_early(void)
