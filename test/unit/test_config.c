@@ -9,6 +9,8 @@
 #include "common/config.h"
 
 #include <check.h>
+
+#include "test/unit/check_run.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -651,9 +653,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(config_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed != 0 ? 1 : 0;
+	return check_run_suite(config_suite());
 }

@@ -4,6 +4,8 @@
  * output with our own reader, and check what a pprof consumer relies on.
  */
 #include <check.h>
+
+#include "test/unit/check_run.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -273,9 +275,5 @@ int main(void)
 	tcase_add_test(tc, test_stacks_past_the_ceiling_appear_as_dropped);
 	tcase_add_test(tc, test_identical_pcs_share_locations_and_functions);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run_suite(s);
 }

@@ -11,6 +11,8 @@
 #include "common/pb_writer.h"
 
 #include <check.h>
+
+#include "test/unit/check_run.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -761,9 +763,5 @@ int main(void)
 	tcase_add_test(tc, test_go_profile);
 	suite_add_tcase(s, tc);
 
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run_suite(s);
 }

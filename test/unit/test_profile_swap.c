@@ -12,6 +12,8 @@
 #include "agent/profile.h"
 
 #include <check.h>
+
+#include "test/unit/check_run.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -392,9 +394,5 @@ static Suite *profile_swap_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(profile_swap_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed != 0 ? 1 : 0;
+	return check_run_suite(profile_swap_suite());
 }

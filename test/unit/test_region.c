@@ -10,6 +10,8 @@
 #include "agent/region.h"
 
 #include <check.h>
+
+#include "test/unit/check_run.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -348,9 +350,5 @@ static Suite *region_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(region_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed != 0 ? 1 : 0;
+	return check_run_suite(region_suite());
 }

@@ -12,6 +12,8 @@
 #include "common/hash.h"
 
 #include <check.h>
+
+#include "test/unit/check_run.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -554,9 +556,5 @@ static Suite *stack_trie_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(stack_trie_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed != 0 ? 1 : 0;
+	return check_run_suite(stack_trie_suite());
 }
