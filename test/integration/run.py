@@ -1,290 +1,48 @@
 #!/usr/bin/python3
 """Integration tests: real programs under LD_PRELOAD=build/libddprof.so.
 
-Each test runs a workload from build/workloads under the agent, decodes every profile
-it wrote with our own decoder (build/pprof-dump --json) and with a real consumer
-(`go tool pprof -top`), and checks what a user relies on, with numbers.
+Collects every test_* function of the tests_*.py modules next to this file (helpers in
+itest.py) and runs them one by one, each with a fresh temporary directory.
 
 usage: run.py [-k substring] [-v]
 Prints one line per test and ends with "integration: N passed, N failed".
 """
 import glob
-import json
+import importlib
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, "build")
-LIB = os.path.join(BUILD, "libddprof.so")
-DUMP = os.path.join(BUILD, "pprof-dump")
-WORKLOADS = os.path.join(BUILD, "workloads")
-VERBOSE = "-v" in sys.argv
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import itest  # noqa: E402
 
 
-class TestFailure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
-
-
-def run_profiled(argv, env_extra, timeout=120, preload=True):
-    """Runs argv under the agent; returns (rc, stdout, stderr, cpu_seconds, wall)."""
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
-            del env[k]
-    if preload:
-        env["LD_PRELOAD"] = LIB
-    env.update(env_extra)
-    t0 = time.monotonic()
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = b"", b""
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        raise TestFailure("%s did not finish within %d s" % (argv, timeout))
-    wall = time.monotonic() - t0
-    # The kernel's CPU accounting of the child (user + system), from wait4's rusage.
-    # communicate() already reaped it, so ask the workload itself as well.
-    cpu = None
-    m = re.search(rb"cpu_seconds ([0-9.]+)", out)
-    if m:
-        cpu = float(m.group(1))
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace"), cpu, wall
-
-
-def dump(files, stacks=False):
-    args = [DUMP, "--json"] + (["--stacks"] if stacks else []) + list(files)
-    r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
-    check(r.returncode == 0, "pprof-dump failed on %s: %s" % (files, r.stderr.decode()))
-    return [json.loads(line) for line in r.stdout.decode().splitlines() if line.strip()]
-
-
-def go_pprof_top(path):
-    env = dict(os.environ)
-    env.setdefault("HOME", tempfile.gettempdir())
-    env["PPROF_TMPDIR"] = tempfile.gettempdir()
-    r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=cpu-time", path],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, env=env)
-    check(r.returncode == 0, "go tool pprof -top failed on %s: %s" % (path, r.stderr.decode()))
-    return r.stdout.decode()
-
-
-def value_index(prof, name):
-    for i, (t, _u) in enumerate(prof["sample_types"]):
-        if t == name:
-            return i
-    raise TestFailure("sample type %s missing: %s" % (name, prof["sample_types"]))
-
-
-def profile_files(outdir, pid=None):
-    pat = "libddprof_%s_*.pprof" % (pid if pid is not None else "*")
-    return sorted(glob.glob(os.path.join(outdir, pat)))
-
-
-class Ctx:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="ddprof-it-")
-
-    def close(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-# ---------------------------------------------------------------------------- tests
-
-
-def cpu_accuracy(ctx, hz):
-    out = os.path.join(ctx.dir, "out")
-    threads, secs = 4, 2.0
-    rc, stdout, stderr, cpu, wall = run_profiled(
-        [os.path.join(WORKLOADS, "cpu_split"), str(threads), str(secs)],
-        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": str(hz)})
-    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
-    check(cpu is not None and cpu > threads * secs * 0.95,
-          "workload reported %s CPU seconds" % cpu)
-    files = profile_files(out)
-    check(len(files) >= 1, "no profile written in %s (stderr: %s)" % (out, stderr))
-    for f in files:
-        mode = os.stat(f).st_mode & 0o777
-        check(mode == 0o600, "%s has mode %o, expected 600" % (f, mode))
-    profs = dump(files)
-    ti = value_index(profs[0], "cpu-time")
-    total_ns = sum(p["totals"][ti] for p in profs)
-    ratio = total_ns / 1e9 / cpu
-    check(abs(ratio - 1) <= 0.05,
-          "profile cpu-time %.3f s vs kernel CPU %.3f s: ratio %.3f, expected within 5%%"
-          % (total_ns / 1e9, cpu, ratio))
-    a = sum(p["functions"].get("hot_a", {"self": [0, 0]})["self"][ti] for p in profs)
-    b = sum(p["functions"].get("hot_b", {"self": [0, 0]})["self"][ti] for p in profs)
-    share_a, share_b = 100.0 * a / total_ns, 100.0 * b / total_ns
-    check(abs(share_a - 75) <= 5 and abs(share_b - 25) <= 5,
-          "split hot_a %.1f%% / hot_b %.1f%%, expected 75/25 within 5 points"
-          % (share_a, share_b))
-    burners = set()
-    for p in profs:
-        for tid, t in p["threads"].items():
-            if t["name"].startswith("burner-"):
-                burners.add(tid)
-    check(len(burners) == threads, "%d distinct burner thread ids, expected %d: %s"
-          % (len(burners), threads, sorted(burners)))
-    for p in profs:
-        check(p["period_type"] == ["cpu", "nanoseconds"], "period_type %s" % p["period_type"])
-        check(p["period"] == 10**9 // hz, "period %s, expected %d" % (p["period"], 10**9 // hz))
-        check(p["time_nanos"] > 0 and p["duration_nanos"] > 0, "time/duration not set")
-    # The frame-pointer unwinder sees the caller: hot_a/hot_b are called by worker.
-    with_caller = 0
-    for p in dump(files, stacks=True):
-        for st in p["stacks"]:
-            fr = st["frames"]
-            if len(fr) >= 2 and fr[0] in ("hot_a", "hot_b") and fr[1] == "worker":
-                with_caller += st["values"][ti]
-    check(with_caller >= 0.95 * (a + b),
-          "only %.1f%% of hot_a/hot_b cpu-time has worker as caller, expected >= 95%%"
-          % (100.0 * with_caller / max(a + b, 1)))
-    for f in files:
-        top = go_pprof_top(f)
-        check("hot_a" in top, "go tool pprof -top of %s does not show hot_a:\n%s" % (f, top))
-    return "hz=%d cpu=%.2fs profile=%.2fs ratio=%.3f split=%.1f/%.1f files=%d" % (
-        hz, cpu, total_ns / 1e9, ratio, share_a, share_b, len(files))
-
-
-def test_cpu_accuracy_99hz(ctx):
-    return cpu_accuracy(ctx, 99)
-
-
-def test_cpu_accuracy_1000hz(ctx):
-    return cpu_accuracy(ctx, 1000)
-
-
-def test_periodic_uploads_lose_nothing_across_swaps(ctx):
-    """0.2 s periods over ~2 s of wall time: many swaps, the sum still matches."""
-    out = os.path.join(ctx.dir, "out")
-    rc, stdout, stderr, cpu, wall = run_profiled(
-        [os.path.join(WORKLOADS, "cpu_split"), "4", "1.0"],
-        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
-         "DD_PROFILING_UPLOAD_PERIOD": "0.2"})
-    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
-    files = profile_files(out)
-    expected = int(wall / 0.2)
-    check(len(files) >= expected - 2,
-          "%d profiles for %.2f s at 0.2 s periods, expected about %d" % (len(files), wall, expected))
-    seqs = [int(re.search(r"_(\d+)\.pprof$", f).group(1)) for f in files]
-    check(seqs == list(range(len(files))), "sequence numbers not 0..n-1: %s" % seqs)
-    profs = dump(files)
-    ti = value_index(profs[0], "cpu-time")
-    total = sum(p["totals"][ti] for p in profs) / 1e9
-    check(abs(total / cpu - 1) <= 0.05, "cpu-time %.3f s vs kernel %.3f s" % (total, cpu))
-    spans = sorted((p["time_nanos"], p["time_nanos"] + p["duration_nanos"]) for p in profs)
-    for (s0, e0), (s1, _e1) in zip(spans, spans[1:]):
-        check(s1 >= e0, "profiles overlap: one ends at %d, the next starts at %d" % (e0, s1))
-    pids = {pid for p in profs for pid in p["process_ids"]}
-    check(len(pids) == 1, "process_id labels %s, expected one pid" % pids)
-    return "%d profiles, cpu=%.2fs profile=%.2fs" % (len(files), cpu, total)
-
-
-def test_bad_config_warns_once_and_uses_default(ctx):
-    out = os.path.join(ctx.dir, "out")
-    rc, stdout, stderr, cpu, wall = run_profiled(
-        [os.path.join(WORKLOADS, "cpu_split"), "1", "0.3"],
-        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "lots"})
-    check(rc == 0, "workload exit %d" % rc)
-    lines = [l for l in stderr.splitlines() if "DD_PROFILING_CPU_HZ" in l]
-    check(len(lines) == 1, "expected one warning naming DD_PROFILING_CPU_HZ, got: %r" % stderr)
-    check("99" in lines[0], "warning does not name the default 99: %s" % lines[0])
-    profs = dump(profile_files(out))
-    check(profs and profs[0]["period"] == 10**9 // 99, "period is not the 99 Hz default")
-    return lines[0]
-
-
-def test_disabled_agent_writes_nothing(ctx):
-    out = os.path.join(ctx.dir, "out")
-    rc, stdout, stderr, cpu, wall = run_profiled(
-        [os.path.join(WORKLOADS, "cpu_split"), "1", "0.2"],
-        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_ENABLED": "false"})
-    check(rc == 0 and stderr == "", "exit %d, stderr %r" % (rc, stderr))
-    check(not os.path.exists(out) or not os.listdir(out), "files written while disabled")
-    return "no output"
-
-
-def test_timers_deleted_when_threads_end(ctx):
-    """600 threads ending by return, pthread_exit and cancellation, 8 at a time."""
-    out = os.path.join(ctx.dir, "out")
-    rc, stdout, stderr, cpu, wall = run_profiled(
-        [os.path.join(WORKLOADS, "thread_churn"), "600", "8"],
-        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
-    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
-    m = re.search(r"threads (\d+) peak_timers (\d+) final_timers (\d+)", stdout)
-    check(m, "unexpected output %r" % stdout)
-    peak, final = int(m.group(2)), int(m.group(3))
-    check(final == 1, "%d POSIX timers left after every thread ended, expected 1 (main)" % final)
-    check(peak <= 9, "peak of %d timers with 8 threads + main alive" % peak)
-    profs = dump(profile_files(out))
-    burn = sum(p["functions"].get("churn_burn", {"total": [0, 0]})["total"][1] for p in profs)
-    # Each of the 600 threads burns >= 2 ms of CPU in churn_burn: >= 1.2 s in all. The
-    # kernel checks CPU timers only at ticks (4 ms), so CPU after a thread's last tick
-    # is never sampled: for 2 ms threads a large part. Assert that they are sampled at
-    # all (a timer that is never armed would give ~0), not the exact total.
-    check(burn >= 0.5 * 1.2e9, "churn_burn has %.3f s of cpu-time, expected >= 0.6 s"
-          % (burn / 1e9))
-    return "peak=%d final=%d churn_burn=%.2fs" % (peak, final, burn / 1e9)
-
-
-def test_threads_started_before_the_agent_are_sampled(ctx):
-    """A thread created by a constructor that runs before ours is found in /proc."""
-    out = os.path.join(ctx.dir, "out")
-    early = os.path.join(WORKLOADS, "libearly_thread.so")
-    rc, stdout, stderr, cpu, wall = run_profiled(
-        [os.path.join(WORKLOADS, "cpu_split"), "1", "1.0"],
-        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
-         "LD_PRELOAD": LIB + " " + early, "EARLY_BURN_SECONDS": "0.4"})
-    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
-    profs = dump(profile_files(out), stacks=True)
-    ti = value_index(profs[0], "cpu-time")
-    burn = sum(p["functions"].get("early_burn", {"self": [0, 0]})["self"][ti] for p in profs)
-    # It burns 0.4 s and ends while main still runs (main burns 1 s on another core).
-    check(abs(burn / 0.4e9 - 1) <= 0.1,
-          "early_burn has %.3f s of cpu-time, expected 0.4 s within 10%%" % (burn / 1e9))
-    named = [st for p in profs for st in p["stacks"]
-             if st["frames"] and st["frames"][0] == "early_burn"]
-    check(all(st["labels"].get("thread name") == "early-thread" for st in named),
-          "early thread samples not labelled with its name: %s"
-          % {st["labels"].get("thread name") for st in named})
-    callers = sum(st["values"][ti] for st in named
-                  if len(st["frames"]) > 1 and st["frames"][1] == "early_main")
-    check(callers >= 0.95 * burn, "its stacks lost their caller (%.1f%% with early_main)"
-          % (100.0 * callers / burn))
-    return "early_burn=%.2fs" % (burn / 1e9)
-
-
-TESTS = [(name, fn) for name, fn in sorted(globals().items())
-         if name.startswith("test_") and callable(fn)]
+def collect():
+    tests = []
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(here, "tests_*.py"))):
+        mod = importlib.import_module(os.path.basename(path)[:-3])
+        for name, fn in sorted(vars(mod).items()):
+            if name.startswith("test_") and callable(fn):
+                tests.append((name, fn))
+    return tests
 
 
 def main():
     sel = None
     if "-k" in sys.argv:
         sel = sys.argv[sys.argv.index("-k") + 1]
-    for path in (LIB, DUMP):
+    for path in (itest.LIB, itest.DUMP):
         if not os.path.exists(path):
             print("integration: missing %s (run make)" % path)
             print("integration: 0 passed, 1 failed")
             return 1
     passed = failed = 0
-    for name, fn in TESTS:
+    for name, fn in collect():
         if sel and sel not in name:
             continue
-        ctx = Ctx()
+        ctx = itest.Ctx()
         t0 = time.monotonic()
         try:
             info = fn(ctx)
@@ -293,7 +51,7 @@ def main():
         except Exception as e:  # noqa: BLE001 - report every failure, keep going
             failed += 1
             print("integration: FAIL %s (%.1fs): %s" % (name, time.monotonic() - t0, e))
-            if VERBOSE or not isinstance(e, TestFailure):
+            if itest.VERBOSE or not isinstance(e, itest.TestFailure):
                 traceback.print_exc()
         finally:
             ctx.close()

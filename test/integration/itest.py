@@ -1,0 +1,98 @@
+"""Shared helpers of the integration tests (run by run.py).
+
+Each test runs a workload from build/workloads under the agent, decodes every profile
+it wrote with our own decoder (build/pprof-dump --json) and with a real consumer
+(`go tool pprof -top`), and checks what a user relies on, with numbers.
+
+Tests live in tests_*.py modules: every function named test_* taking a Ctx.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, "build")
+LIB = os.path.join(BUILD, "libddprof.so")
+DUMP = os.path.join(BUILD, "pprof-dump")
+WORKLOADS = os.path.join(BUILD, "workloads")
+VERBOSE = "-v" in sys.argv
+
+
+class TestFailure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def run_profiled(argv, env_extra, timeout=120, preload=True):
+    """Runs argv under the agent; returns (rc, stdout, stderr, cpu_seconds, wall)."""
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
+            del env[k]
+    if preload:
+        env["LD_PRELOAD"] = LIB
+    env.update(env_extra)
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = b"", b""
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise TestFailure("%s did not finish within %d s" % (argv, timeout))
+    wall = time.monotonic() - t0
+    # The kernel's CPU accounting of the child (user + system), from wait4's rusage.
+    # communicate() already reaped it, so ask the workload itself as well.
+    cpu = None
+    m = re.search(rb"cpu_seconds ([0-9.]+)", out)
+    if m:
+        cpu = float(m.group(1))
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace"), cpu, wall
+
+
+def dump(files, stacks=False):
+    args = [DUMP, "--json"] + (["--stacks"] if stacks else []) + list(files)
+    r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    check(r.returncode == 0, "pprof-dump failed on %s: %s" % (files, r.stderr.decode()))
+    return [json.loads(line) for line in r.stdout.decode().splitlines() if line.strip()]
+
+
+def go_pprof_top(path):
+    env = dict(os.environ)
+    env.setdefault("HOME", tempfile.gettempdir())
+    env["PPROF_TMPDIR"] = tempfile.gettempdir()
+    r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=cpu-time", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, env=env)
+    check(r.returncode == 0, "go tool pprof -top failed on %s: %s" % (path, r.stderr.decode()))
+    return r.stdout.decode()
+
+
+def value_index(prof, name):
+    for i, (t, _u) in enumerate(prof["sample_types"]):
+        if t == name:
+            return i
+    raise TestFailure("sample type %s missing: %s" % (name, prof["sample_types"]))
+
+
+def profile_files(outdir, pid=None):
+    pat = "libddprof_%s_*.pprof" % (pid if pid is not None else "*")
+    return sorted(glob.glob(os.path.join(outdir, pat)))
+
+
+class Ctx:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ddprof-it-")
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
