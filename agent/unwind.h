@@ -20,6 +20,9 @@
 #define PC_TRUNCATED ((uintptr_t)1) /* "[truncated]": stack deeper than the limit */
 #define PC_UNKNOWN ((uintptr_t)2) /* "[unknown]": no pc could be read */
 #define PC_DROPPED ((uintptr_t)3) /* "[dropped]": stack refused past the ceiling */
+/* "[incomplete]": outermost slot of a stack whose walk stopped before a root frame
+ * (_start, clone3...) because a caller could not be recovered. */
+#define PC_INCOMPLETE ((uintptr_t)4)
 #define PC_SYNTHETIC_MAX ((uintptr_t)0xfff)
 
 struct unwind_regs {
