@@ -1,0 +1,95 @@
+/*
+ * cfi_table.h - compact unwind tables built from DWARF call frame information.
+ *
+ * Owns: turning a module's .eh_frame (and .debug_frame, where that is all a module has
+ * for some code) into one sorted array of rows, each saying, from its pc up to the next
+ * row's pc, how to find the caller: CFA = SP or FP plus an offset, the return address
+ * at CFA - 8, and where the caller's frame pointer was saved. Rows the handler cannot
+ * evaluate (CFA in another register, unusual expressions) say "no rule": the unwinder
+ * then falls back to frame pointers. x86-64 System V only.
+ * Context: cfi_table_build* run in normal context (uploader thread, tests): they parse
+ * untrusted bytes with every read bounds-checked and allocate with malloc.
+ * cfi_table_find is async-signal-safe: a binary search over an immutable array.
+ */
+#ifndef DDPROF_AGENT_CFI_TABLE_H
+#define DDPROF_AGENT_CFI_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How the canonical frame address (the caller's SP) is computed for a row. */
+enum cfi_kind {
+	CFI_NONE = 0, /* no usable rule here: fall back to frame pointers */
+	CFI_SP,	      /* CFA = SP + cfa_off */
+	CFI_FP,	      /* CFA = FP + cfa_off */
+	/* PLT stub (the GNU ld expression): CFA = SP + 8, + 8 more when
+	 * (pc & 15) >= cfa_off. */
+	CFI_PLT,
+	CFI_SIGNAL, /* signal trampoline: SP points at the kernel's ucontext */
+	CFI_ROOT,   /* return address undefined: outermost frame (_start, clone3) */
+};
+
+/* Where the caller's frame pointer (rbp) is after this frame returns. */
+enum cfi_fp_rule {
+	CFI_FP_SAME = 0, /* unchanged (callee did not touch it yet) */
+	CFI_FP_SAVED,	 /* saved at CFA + fp_off */
+	CFI_FP_UNKNOWN,	 /* undefined or an expression: unknown from here on */
+};
+
+struct cfi_row {
+	uint32_t pc; /* link-time vaddr - table base */
+	int32_t cfa_off;
+	int16_t fp_off;
+	uint8_t kind;	 /* enum cfi_kind */
+	uint8_t fp_rule; /* enum cfi_fp_rule */
+};
+
+struct cfi_table {
+	uint64_t base;	      /* link-time vaddr that row pc 0 stands for */
+	struct cfi_row *rows; /* sorted by pc, no two neighbours with equal rules */
+	size_t nrows;
+	/* Parse statistics: what was skipped and why, for diagnostics and tests. */
+	uint32_t fdes;		   /* FDEs turned into rows */
+	uint32_t fdes_skipped;	   /* malformed, unsupported encoding, out of range */
+	uint32_t rows_unsupported; /* rows with a rule we cannot evaluate */
+};
+
+/* One section holding CFI: its bytes and the link-time vaddr of data[0] (used for
+ * pc-relative pointers in .eh_frame). */
+struct cfi_section {
+	const uint8_t *data;
+	size_t len;
+	uint64_t vaddr;
+	bool is_debug_frame; /* .debug_frame format (CIE id ~0, absolute addresses) */
+};
+
+/*
+ * Builds a table from up to two sections (.eh_frame first; .debug_frame FDEs only fill
+ * pcs no .eh_frame FDE covers). base: the module's lowest link-time vaddr; pcs must lie
+ * within 4 GiB above it. Returns 0 or a negative errno (-ENOMEM, -ENOENT when no FDE
+ * could be used); on success *out owns malloc'd rows (cfi_table_free).
+ */
+int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
+		    struct cfi_table *out);
+
+/*
+ * Builds the table of an ELF file on disk (or, with image != NULL, of an in-memory
+ * image of image_len bytes such as the vdso), reading .eh_frame and .debug_frame with
+ * libelf. Returns 0 or a negative errno.
+ */
+int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
+			struct cfi_table *out);
+
+void cfi_table_free(struct cfi_table *t);
+
+/* async-signal-safe. The row covering link-time vaddr `vaddr`, or NULL when none. */
+const struct cfi_row *cfi_table_find(const struct cfi_table *t, uint64_t vaddr);
+
+/* Bytes the rows take. */
+static inline size_t cfi_table_bytes(const struct cfi_table *t)
+{
+	return t->nrows * sizeof(struct cfi_row);
+}
+
+#endif
