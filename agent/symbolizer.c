@@ -1,58 +1,75 @@
 /*
- * symbolizer.c - executable mappings and ELF symbol tables (see symbolizer.h).
+ * symbolizer.c - mappings, modules and the pc -> frames path (see symbolizer.h).
  *
- * Context: uploader thread only. Uses libelf (elfutils): small, already a dependency
- * of the DWARF work, and robust against malformed files. A module whose ELF cannot be
- * read is cached as "no symbols" so it is tried once, not every upload.
+ * Context: uploader thread only. The parts live in their own modules: sym_elf (libelf:
+ * segments, build id, entry, fallback symbols), sym_table (sorted symbols), sym_dwarf
+ * (libdwfl sessions: debug-file symbols, inlined frames, lines), sym_cache (pc ->
+ * frames), sym_demangle (C++), dw_api (the dlopen'd libdw). This file ties them:
+ *
+ *   pc -> mapping (binary search) -> module + file virtual address
+ *      -> module cache hit: done
+ *      -> miss: DWARF frames (if libdw) + symbol-table name of the function holding the
+ *         code + the _start rule + demangling -> cached, even when nothing was found.
  *
  * Address translation: a mapping at `start` shows file offset `offset`; the PT_LOAD
  * segment holding that offset maps file offset p_offset to vaddr p_vaddr, so
  *     vaddr(pc) = pc - start + offset - p_offset + p_vaddr.
+ *
+ * Naming the function that holds the code (the last frame): the symbol table first
+ * (the linker's name, which perf, nm and symbol servers show; one per address, see
+ * sym_table.h), else DWARF's subprogram, else the entry rule. Inlined frames can only
+ * come from DWARF. A frame list is either all named or empty: a pc nothing names keeps
+ * only its mapping and address in the profile (pprof consumers show module+offset and
+ * can symbolize it later from the build id).
+ *
+ * The entry rule: in a program (ET_EXEC, or PIE with PT_INTERP), an address in
+ * [e_entry, e_entry + ENTRY_CODE_MAX) that no sized symbol covers is "_start". Stripped
+ * programs keep no symbol for their entry code, yet every main-thread stack ends there.
+ * glibc's x86-64 crt1 _start is 34 bytes (ld's entry code of other libcs is shorter or
+ * similar), so the window cannot reach far into the function the linker puts next.
  */
 #include "symbolizer.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
+#include "agent/dw_api.h"
+#include "agent/sym_cache.h"
+#include "agent/sym_demangle.h"
+#include "agent/sym_dwarf.h"
+#include "agent/sym_elf.h"
+#include "agent/sym_table.h"
 #include "common/log.h"
 
-#define MAX_LOADS 16 /* PT_LOAD segments kept per module; real modules have 2-5 */
-#define BUILD_ID_MAX 64 /* bytes of build id kept (GNU build ids are 20) */
-#define NT_GNU_BUILD_ID_TYPE 3
-
-struct elf_sym {
-	uint64_t addr;
-	uint64_t size;
-	uint32_t name; /* offset into module names */
-	uint8_t global; /* preferred over a local alias at the same address */
-};
-
-struct load_seg {
-	uint64_t offset, vaddr, filesz;
-};
+#define ENTRY_CODE_MAX 64 /* bytes of entry code named _start (see above) */
+#define START_NAME "_start"
+/* A libdwfl session unused for this many refreshes is ended (its DWARF data and
+ * mmaps freed); the next miss in its module reopens it. */
+#define DWFL_IDLE_REFRESHES 4
+/* A module neither mapped nor noted for this many refreshes is forgotten. */
+#define MODULE_IDLE_REFRESHES 16
+#define MAPS_LINE_MAX (4096 + 128) /* PATH_MAX plus the fields before the path */
 
 struct module {
 	char *path;
 	unsigned long inode;
-	char build_id[2 * BUILD_ID_MAX + 1];
-	struct load_seg loads[MAX_LOADS];
-	size_t nloads;
-	struct elf_sym *syms;
-	size_t nsyms;
-	char *names;
-	size_t names_len;
-	bool loaded;
+	struct sym_elf_info elf;
+	bool symbols_read;
+	struct sym_table syms;
+	struct sym_dwarf *dw; /* NULL: not opened yet, ended while idle, or failed */
+	bool dw_failed;	      /* libdwfl cannot read the file: symbols from libelf, no retry */
+	int debug_info;	      /* -1 unknown, 0 no DWARF, 1 DWARF */
+	struct sym_cache cache;
+	uint64_t seen_gen;    /* last refresh that mapped (or noted) it */
+	uint64_t dw_used_gen; /* last refresh generation its session was used in */
 };
 
 struct mapping_entry {
 	struct sym_mapping pub;
-	struct module *mod; /* NULL for anonymous ([vdso], JIT) */
+	struct module *mod;  /* NULL for anonymous ([vdso], JIT) */
 	int64_t vaddr_delta; /* vaddr = pc + vaddr_delta */
 	bool delta_known;
 };
@@ -60,22 +77,29 @@ struct mapping_entry {
 struct symbolizer {
 	struct module **mods;
 	size_t nmods, capmods;
-	struct mapping_entry *maps;
+	struct mapping_entry *maps; /* sorted by start, never overlapping */
 	size_t nmaps, capmaps;
-	size_t bytes;
+	const struct dw_api *api;
+	bool api_tried;
+	uint64_t gen; /* refresh count */
+	size_t cache_limit;
+	struct symbolizer_stats st;
 };
 
 struct symbolizer *symbolizer_new(void)
 {
-	elf_version(EV_CURRENT);
-	return calloc(1, sizeof(struct symbolizer));
+	struct symbolizer *s = calloc(1, sizeof(*s));
+	if (s)
+		s->cache_limit = SYM_CACHE_DEFAULT_LIMIT;
+	return s;
 }
 
 static void module_free(struct module *m)
 {
+	sym_dwarf_close(m->dw);
+	sym_table_free(&m->syms);
+	sym_cache_free(&m->cache);
 	free(m->path);
-	free(m->syms);
-	free(m->names);
 	free(m);
 }
 
@@ -88,136 +112,6 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->mods);
 	free(s->maps);
 	free(s);
-}
-
-static int sym_cmp(const void *a, const void *b)
-{
-	const struct elf_sym *x = a, *y = b;
-	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
-	if (x->global != y->global)
-		return x->global ? -1 : 1;
-	return (x->size > y->size) ? -1 : (x->size < y->size);
-}
-
-static void read_build_id(struct module *m, Elf *e)
-{
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d)
-			continue;
-		size_t off = 0, name_off, desc_off;
-		GElf_Nhdr nh;
-		while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-			if (nh.n_type != NT_GNU_BUILD_ID_TYPE || nh.n_namesz != 4 ||
-			    memcmp((char *)d->d_buf + name_off, "GNU", 4) != 0)
-				continue;
-			size_t n = nh.n_descsz < BUILD_ID_MAX ? nh.n_descsz : BUILD_ID_MAX;
-			const uint8_t *id = (const uint8_t *)d->d_buf + desc_off;
-			for (size_t i = 0; i < n; i++)
-				snprintf(m->build_id + 2 * i, 3, "%02x", id[i]);
-			return;
-		}
-	}
-}
-
-/* Appends the function symbols of one symbol table section. */
-static int read_symtab(struct module *m, Elf *e, Elf_Scn *scn, GElf_Shdr *sh, size_t *cap,
-		       size_t *names_cap)
-{
-	Elf_Data *d = elf_getdata(scn, NULL);
-	if (!d || sh->sh_entsize == 0)
-		return 0;
-	size_t count = sh->sh_size / sh->sh_entsize;
-	for (size_t i = 0; i < count; i++) {
-		GElf_Sym sym;
-		if (!gelf_getsym(d, (int)i, &sym))
-			break;
-		int type = GELF_ST_TYPE(sym.st_info);
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0 ||
-		    sym.st_shndx == SHN_UNDEF)
-			continue;
-		const char *name = elf_strptr(e, sh->sh_link, sym.st_name);
-		if (!name || !*name)
-			continue;
-		size_t len = strlen(name) + 1;
-		if (m->nsyms == *cap) {
-			size_t nc = *cap ? *cap * 2 : 256;
-			struct elf_sym *ns = realloc(m->syms, nc * sizeof(*ns));
-			if (!ns)
-				return -ENOMEM;
-			m->syms = ns;
-			*cap = nc;
-		}
-		if (m->names_len + len > *names_cap) {
-			size_t nc = *names_cap ? *names_cap * 2 : 4096;
-			while (nc < m->names_len + len)
-				nc *= 2;
-			char *nn = realloc(m->names, nc);
-			if (!nn)
-				return -ENOMEM;
-			m->names = nn;
-			*names_cap = nc;
-		}
-		memcpy(m->names + m->names_len, name, len);
-		m->syms[m->nsyms++] = (struct elf_sym){
-			.addr = sym.st_value,
-			.size = sym.st_size,
-			.name = (uint32_t)m->names_len,
-			.global = GELF_ST_BIND(sym.st_info) != STB_LOCAL,
-		};
-		m->names_len += len;
-	}
-	return 0;
-}
-
-/* Reads segments, build id and symbols. Failure leaves the module without symbols. */
-static void module_load(struct module *m)
-{
-	m->loaded = true;
-	int fd = open(m->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!e || elf_kind(e) != ELF_K_ELF) {
-		log_debug("%s: not an ELF file: %s", m->path, elf_errmsg(-1));
-		goto out;
-	}
-	size_t nph = 0;
-	if (elf_getphdrnum(e, &nph) == 0) {
-		for (size_t i = 0; i < nph && m->nloads < MAX_LOADS; i++) {
-			GElf_Phdr ph;
-			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD)
-				m->loads[m->nloads++] = (struct load_seg){ ph.p_offset, ph.p_vaddr,
-									   ph.p_filesz };
-		}
-	}
-	read_build_id(m, e);
-	size_t cap = 0, names_cap = 0;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
-			if (read_symtab(m, e, scn, &sh, &cap, &names_cap) < 0)
-				break;
-	}
-	qsort(m->syms, m->nsyms, sizeof(m->syms[0]), sym_cmp);
-	/* Keep one symbol per address (the first after sorting: global, biggest). */
-	size_t w = 0;
-	for (size_t i = 0; i < m->nsyms; i++)
-		if (w == 0 || m->syms[w - 1].addr != m->syms[i].addr)
-			m->syms[w++] = m->syms[i];
-	m->nsyms = w;
-out:
-	if (e)
-		elf_end(e);
-	close(fd);
 }
 
 static struct module *module_get(struct symbolizer *s, const char *path, unsigned long inode)
@@ -237,24 +131,30 @@ static struct module *module_get(struct symbolizer *s, const char *path, unsigne
 	if (!m)
 		return NULL;
 	m->path = strdup(path);
-	m->inode = inode;
 	if (!m->path) {
 		free(m);
 		return NULL;
 	}
-	module_load(m);
-	s->bytes += sizeof(*m) + m->nsyms * sizeof(m->syms[0]) + m->names_len;
+	m->inode = inode;
+	m->debug_info = -1;
+	sym_table_init(&m->syms);
+	sym_cache_init(&m->cache);
+	/* Segments and build id now (every mapping needs them); symbols and DWARF only
+	 * when a pc of the module is first symbolized. */
+	int rc = sym_elf_read_info(path, &m->elf);
+	if (rc < 0) {
+		log_debug("%s: cannot read ELF headers: %s", path, strerror(-rc));
+		s->st.errors++;
+	}
 	s->mods[s->nmods++] = m;
 	return m;
 }
 
 static void mapping_translate(struct mapping_entry *me)
 {
-	struct module *m = me->mod;
-	if (!m)
-		return;
-	for (size_t i = 0; i < m->nloads; i++) {
-		const struct load_seg *l = &m->loads[i];
+	const struct module *m = me->mod;
+	for (size_t i = 0; m && i < m->elf.nloads; i++) {
+		const struct sym_elf_load *l = &m->elf.loads[i];
 		/* The mapping's offset is page-aligned, the segment's need not be. */
 		uint64_t seg_page = l->offset & ~(uint64_t)0xfff;
 		if (me->pub.offset >= seg_page && me->pub.offset < l->offset + l->filesz) {
@@ -266,51 +166,130 @@ static void mapping_translate(struct mapping_entry *me)
 	}
 }
 
+static void mapping_fill(struct mapping_entry *me, struct module *mod, const char *anon_name)
+{
+	me->mod = mod;
+	if (mod) {
+		me->pub.path = mod->path;
+		me->pub.build_id = mod->elf.build_id;
+		mapping_translate(me);
+	} else {
+		me->pub.path = anon_name;
+		me->pub.build_id = "";
+	}
+}
+
+/* Room for one more mapping; false on allocation failure. */
+static bool maps_reserve(struct symbolizer *s)
+{
+	if (s->nmaps < s->capmaps)
+		return true;
+	size_t nc = s->capmaps ? s->capmaps * 2 : 64;
+	struct mapping_entry *nm = realloc(s->maps, nc * sizeof(*nm));
+	if (!nm)
+		return false;
+	s->maps = nm;
+	s->capmaps = nc;
+	return true;
+}
+
+static size_t caches_bytes(const struct symbolizer *s)
+{
+	size_t b = 0;
+	for (size_t i = 0; i < s->nmods; i++)
+		b += sym_cache_bytes(&s->mods[i]->cache);
+	return b;
+}
+
+/* The memory rules of symbolizer.h, applied once per refresh after the maps are read:
+ * nothing handed out before the refresh is referenced any more. */
+static void apply_budget(struct symbolizer *s)
+{
+	if (caches_bytes(s) > s->cache_limit) {
+		for (size_t i = 0; i < s->nmods; i++)
+			sym_cache_clear(&s->mods[i]->cache);
+		s->st.cache_flushes++;
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct module *m = s->mods[i];
+		if (m->dw && m->dw_used_gen + DWFL_IDLE_REFRESHES <= s->gen) {
+			sym_dwarf_close(m->dw);
+			m->dw = NULL;
+			s->st.dwfl_sessions_ended++;
+		}
+		if (m->seen_gen + MODULE_IDLE_REFRESHES <= s->gen)
+			module_free(m); /* not mapped now: no mapping entry points at it */
+		else
+			s->mods[w++] = m;
+	}
+	s->nmods = w;
+}
+
 int symbolizer_refresh(struct symbolizer *s)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
 	if (!f)
 		return -errno;
+	s->gen++;
 	s->nmaps = 0;
-	char line[4096 + 128];
+	char line[MAPS_LINE_MAX];
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long start, end, offset, inode;
 		char perms[5];
 		int path_at = 0;
-		if (sscanf(line, "%lx-%lx %4s %lx %*s %lu %n", &start, &end, perms, &offset,
-			   &inode, &path_at) < 5)
+		if (sscanf(line, "%lx-%lx %4s %lx %*s %lu %n", &start, &end, perms, &offset, &inode,
+			   &path_at) < 5)
 			continue;
-		if (perms[2] != 'x')
+		if (perms[2] != 'x' || !maps_reserve(s))
 			continue;
 		char *path = line + path_at;
 		path[strcspn(path, "\n")] = 0;
-		if (s->nmaps == s->capmaps) {
-			size_t nc = s->capmaps ? s->capmaps * 2 : 64;
-			struct mapping_entry *nm = realloc(s->maps, nc * sizeof(*nm));
-			if (!nm)
-				break;
-			s->maps = nm;
-			s->capmaps = nc;
-		}
-		struct mapping_entry *me = &s->maps[s->nmaps];
+		struct mapping_entry *me = &s->maps[s->nmaps++];
 		memset(me, 0, sizeof(*me));
 		me->pub.start = start;
 		me->pub.end = end;
 		me->pub.offset = offset;
-		me->mod = (path[0] == '/') ? module_get(s, path, inode) : NULL;
-		if (me->mod) {
-			me->pub.path = me->mod->path;
-			me->pub.build_id = me->mod->build_id;
-			mapping_translate(me);
-		} else {
-			/* Anonymous executable memory: keep its bracketed name if any. */
-			me->pub.path = strcmp(path, "[vdso]") == 0 ? "[vdso]" : "[anon]";
-			me->pub.build_id = "";
-		}
-		s->nmaps++;
+		struct module *mod = path[0] == '/' ? module_get(s, path, inode) : NULL;
+		if (mod)
+			mod->seen_gen = s->gen;
+		/* Anonymous executable memory: keep its bracketed name if any. */
+		mapping_fill(me, mod, strcmp(path, "[vdso]") == 0 ? "[vdso]" : "[anon]");
 	}
 	fclose(f);
+	apply_budget(s);
 	return (int)s->nmaps;
+}
+
+int symbolizer_note_module(struct symbolizer *s, const char *path, uintptr_t start, uintptr_t end,
+			   uintptr_t file_offset)
+{
+	if (!path || path[0] != '/' || start >= end)
+		return -EINVAL;
+	size_t at = 0; /* first mapping ending after start */
+	while (at < s->nmaps && s->maps[at].pub.end <= start)
+		at++;
+	if (at < s->nmaps && s->maps[at].pub.start < end) {
+		const struct mapping_entry *o = &s->maps[at];
+		bool same = o->pub.start == start && o->pub.end == end &&
+			    o->pub.offset == file_offset && strcmp(o->pub.path, path) == 0;
+		return same ? (int)at : -EEXIST;
+	}
+	struct stat sb;
+	unsigned long inode = stat(path, &sb) == 0 ? (unsigned long)sb.st_ino : 0;
+	struct module *mod = module_get(s, path, inode);
+	if (!mod || !maps_reserve(s))
+		return -ENOMEM;
+	mod->seen_gen = s->gen;
+	memmove(&s->maps[at + 1], &s->maps[at], (s->nmaps - at) * sizeof(s->maps[0]));
+	s->nmaps++;
+	struct mapping_entry *me = &s->maps[at];
+	memset(me, 0, sizeof(*me));
+	me->pub.start = start;
+	me->pub.end = end;
+	me->pub.offset = file_offset;
+	mapping_fill(me, mod, NULL);
+	return (int)at;
 }
 
 int symbolizer_find_mapping(const struct symbolizer *s, uintptr_t pc)
@@ -338,31 +317,162 @@ size_t symbolizer_mapping_count(const struct symbolizer *s)
 	return s->nmaps;
 }
 
-const char *symbolizer_function(struct symbolizer *s, uintptr_t pc, bool is_return_address)
+int symbolizer_mapping_debug_info(const struct symbolizer *s, int idx)
+{
+	const struct module *m = s->maps[idx].mod;
+	return m ? m->debug_info : 0;
+}
+
+static const struct dw_api *api_get(struct symbolizer *s)
+{
+	if (!s->api_tried) {
+		s->api_tried = true;
+		s->api = dw_api_get();
+		s->st.libdw = s->api != NULL;
+	}
+	return s->api;
+}
+
+/* Opens (or reopens after idling) the module's libdwfl session; NULL without libdw or
+ * when libdwfl cannot read the file. */
+static struct sym_dwarf *module_dwarf(struct symbolizer *s, struct module *m)
+{
+	const struct dw_api *api = api_get(s);
+	if (!api || m->dw_failed)
+		return NULL;
+	if (!m->dw) {
+		m->dw = sym_dwarf_open(api, m->path);
+		if (!m->dw) {
+			m->dw_failed = true;
+			s->st.errors++;
+			return NULL;
+		}
+	}
+	m->dw_used_gen = s->gen;
+	return m->dw;
+}
+
+/* Builds the module's symbol table once: libdwfl's view (debug file included), else
+ * libelf's. */
+static void module_symbols(struct symbolizer *s, struct module *m)
+{
+	if (m->symbols_read)
+		return;
+	m->symbols_read = true;
+	struct sym_dwarf *dw = module_dwarf(s, m);
+	int rc = dw ? sym_dwarf_read_symbols(dw, &m->syms) : -ENOENT;
+	if (rc < 0) {
+		sym_table_free(&m->syms);
+		rc = sym_elf_read_symbols(m->path, &m->syms);
+	}
+	if (rc < 0) {
+		log_debug("%s: no symbols: %s", m->path, strerror(-rc));
+		s->st.errors++;
+	}
+	sym_table_finish(&m->syms);
+}
+
+/* The name of the function holding the code at vaddr, by the rules at the top. */
+static const char *outer_name(const struct module *m, uint64_t vaddr, const char *dwarf_name)
+{
+	const struct sym_entry *e = sym_table_find(&m->syms, vaddr);
+	if (e && e->size != 0)
+		return sym_table_name(&m->syms, e);
+	if (dwarf_name)
+		return dwarf_name;
+	/* Unsigned: addresses below the entry wrap far out of the window. */
+	if (m->elf.is_program && vaddr - m->elf.entry < ENTRY_CODE_MAX)
+		return START_NAME;
+	return e ? sym_table_name(&m->syms, e) : NULL; /* sizeless: the nearest label */
+}
+
+/* Resolves vaddr in m (a cache miss) and caches the result, named or not. */
+static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
+		      const struct sym_frame **stored)
+{
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	size_t n = 0;
+	module_symbols(s, m);
+	struct sym_dwarf *dw = module_dwarf(s, m);
+	if (dw) {
+		bool err = false;
+		n = sym_dwarf_frames(dw, vaddr, fr, SYM_MAX_FRAMES, &err);
+		m->debug_info = sym_dwarf_has_debug_info(dw);
+		s->st.errors += err;
+		s->st.dwarf_lookups++;
+	} else {
+		m->debug_info = 0;
+		s->st.elf_lookups++;
+	}
+	if (n == 0)
+		fr[n++] = (struct sym_frame){NULL, NULL, 0};
+	fr[n - 1].function = outer_name(m, vaddr, fr[n - 1].function);
+	/* All named or nothing (see the top of the file). */
+	for (size_t i = 0; i < n; i++)
+		if (!fr[i].function)
+			n = 0;
+	char *demangled[SYM_MAX_FRAMES] = {0};
+	for (size_t i = 0; i < n; i++)
+		if ((demangled[i] = sym_demangle(fr[i].function)) != NULL)
+			fr[i].function = demangled[i];
+	int rc = sym_cache_put(&m->cache, vaddr, fr, n, stored);
+	for (size_t i = 0; i < n; i++)
+		free(demangled[i]);
+	if (rc < 0) {
+		s->st.errors++;
+		return 0;
+	}
+	return n;
+}
+
+size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
+			 struct sym_frame *out, size_t max)
 {
 	int idx = symbolizer_find_mapping(s, pc);
 	if (idx < 0)
-		return NULL;
+		return 0;
 	const struct mapping_entry *me = &s->maps[idx];
-	const struct module *m = me->mod;
-	if (!m || !me->delta_known || m->nsyms == 0)
-		return NULL;
+	struct module *m = me->mod;
+	if (!m || !me->delta_known)
+		return 0;
 	uint64_t vaddr = (uint64_t)((int64_t)pc + me->vaddr_delta) - (is_return_address ? 1 : 0);
-	/* Last symbol with addr <= vaddr. */
-	size_t lo = 0, hi = m->nsyms;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->syms[mid].addr <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
+	s->st.lookups++;
+	const struct sym_frame *fr;
+	size_t n;
+	if (sym_cache_get(&m->cache, vaddr, &fr, &n))
+		s->st.cache_hits++;
+	else
+		n = resolve(s, m, vaddr, &fr);
+	if (n > max) { /* keep the innermost and the function holding the code */
+		if (max == 0)
+			return 0;
+		memcpy(out, fr, (max - 1) * sizeof(*out));
+		out[max - 1] = fr[n - 1];
+		return max;
 	}
-	if (lo == 0)
-		return NULL;
-	const struct elf_sym *sym = &m->syms[lo - 1];
-	if (sym->size != 0 && vaddr >= sym->addr + sym->size)
-		return NULL; /* in a gap between functions (PLT, padding) */
-	return m->names + sym->name;
+	memcpy(out, fr, n * sizeof(*out));
+	return n;
+}
+
+const char *symbolizer_function(struct symbolizer *s, uintptr_t pc, bool is_return_address)
+{
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	size_t n = symbolizer_frames(s, pc, is_return_address, fr, SYM_MAX_FRAMES);
+	return n ? fr[n - 1].function : NULL;
+}
+
+void symbolizer_set_cache_limit(struct symbolizer *s, size_t bytes)
+{
+	s->cache_limit = bytes;
+}
+
+void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *out)
+{
+	*out = s->st;
+	out->cache_entries = 0;
+	for (size_t i = 0; i < s->nmods; i++)
+		out->cache_entries += sym_cache_entries(&s->mods[i]->cache);
+	out->cache_bytes = caches_bytes(s);
 }
 
 size_t symbolizer_module_count(const struct symbolizer *s)
@@ -372,5 +482,11 @@ size_t symbolizer_module_count(const struct symbolizer *s)
 
 size_t symbolizer_bytes(const struct symbolizer *s)
 {
-	return s->bytes;
+	size_t b = sizeof(*s) + s->capmods * sizeof(s->mods[0]) + s->capmaps * sizeof(s->maps[0]);
+	for (size_t i = 0; i < s->nmods; i++) {
+		const struct module *m = s->mods[i];
+		b += sizeof(*m) + strlen(m->path) + 1 + sym_table_bytes(&m->syms) +
+		     sym_cache_bytes(&m->cache);
+	}
+	return b;
 }

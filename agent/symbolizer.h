@@ -1,12 +1,21 @@
 /*
- * symbolizer.h - from pcs to modules and function names, with a per-module cache.
+ * symbolizer.h - from pcs to modules, functions (inlined ones too), files and lines.
  *
- * Owns: the list of executable mappings of the process (from /proc/self/maps), one
- * cache entry per module file (ELF symbol tables from .symtab and .dynsym via libelf,
- * build id, PT_LOAD segments), kept across uploads so steady-state symbolization reads
- * no ELF. One owner (the uploader thread) creates it, refreshes it, and frees it, as
- * libdwfl's dwfl_begin/dwfl_end.
- * Context: uploader thread only; never a signal handler.
+ * Owns: the executable mappings of the process (from /proc/self/maps, plus mappings
+ * the caller notes because they were unmapped before serialization), one entry per
+ * module file (ELF facts, function symbols, a libdwfl session, a pc -> frames cache),
+ * kept across uploads so steady-state symbolization does almost no ELF or DWARF work.
+ *  - With libdw (dlopen'd on the first symbolization, never linked): function names
+ *    from the symbol tables of the module and of its separate debug file, inlined
+ *    frames, files and lines from DWARF. Without it: names from the module's own
+ *    .symtab/.dynsym (libelf), one frame per pc.
+ *  - C++ names are demangled. A pc of a program's entry code that no symbol covers is
+ *    named "_start" (stripped programs; see symbolizer.c for the rule).
+ *  - Memory: the pc caches have a byte budget, checked at each refresh: past it every
+ *    cache is cleared (and refilled by the next upload). libdwfl sessions unused for a
+ *    few refreshes are ended, modules unmapped for longer are forgotten.
+ * One owner (the uploader thread) creates, refreshes, queries and frees it, as libdwfl's
+ * dwfl_begin/dwfl_end. Context: uploader thread only; never a signal handler.
  */
 #ifndef DDPROF_AGENT_SYMBOLIZER_H
 #define DDPROF_AGENT_SYMBOLIZER_H
@@ -15,36 +24,90 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Frames kept per pc (inlining deeper than this keeps the innermost and the function). */
+#define SYM_MAX_FRAMES 32
+/* Default byte budget of the pc caches of all modules together. */
+#define SYM_CACHE_DEFAULT_LIMIT ((size_t)16 << 20)
+
 struct symbolizer;
 
 struct sym_mapping {
 	uintptr_t start, end, offset; /* as in /proc/self/maps */
-	const char *path; /* module file, or "[vdso]" etc.; owned by the symbolizer */
-	const char *build_id; /* lowercase hex, "" when unknown; owned by the symbolizer */
+	const char *path;	      /* module file, or "[vdso]" etc.; owned by the symbolizer */
+	const char *build_id;	      /* lowercase hex, "" when unknown; owned by the symbolizer */
+};
+
+/* One frame of a pc. Strings are owned by the symbolizer. */
+struct sym_frame {
+	const char *function; /* demangled; never NULL in symbolizer_frames results */
+	const char *file;     /* source file as DWARF names it, NULL when unknown */
+	int line;	      /* 1-based, 0 when unknown */
+};
+
+struct symbolizer_stats {
+	uint64_t lookups;	      /* symbolizer_frames calls on pcs inside a module */
+	uint64_t cache_hits;	      /* ... answered from the cache */
+	uint64_t dwarf_lookups;	      /* misses resolved with libdw (the DWARF work) */
+	uint64_t elf_lookups;	      /* misses resolved from symbol tables only */
+	uint64_t errors;	      /* unreadable files, libdw errors, allocation failures */
+	uint64_t cache_flushes;	      /* times the budget was exceeded and the caches cleared */
+	uint64_t dwfl_sessions_ended; /* idle libdwfl sessions ended */
+	size_t cache_entries;	      /* pcs cached now */
+	size_t cache_bytes;	      /* bytes of the pc caches now */
+	bool libdw;		      /* libdw was loaded */
 };
 
 struct symbolizer *symbolizer_new(void);
 void symbolizer_free(struct symbolizer *s);
 
-/* Re-reads the executable mappings (modules may have been loaded or unloaded). Module
- * caches survive. Returns the number of mappings or a negative errno. */
+/* Re-reads the executable mappings (modules may have been loaded or unloaded) and drops
+ * the noted ones. Module caches survive. Applies the memory budget (see above). Returns
+ * the number of mappings or a negative errno. Invalidates strings of earlier results. */
 int symbolizer_refresh(struct symbolizer *s);
+
+/*
+ * Adds an executable mapping that /proc/self/maps no longer shows (a library dlopen'd
+ * and dlclose'd within one upload period), read from the file at path: start..end
+ * mapped file_offset of it. Usable by symbolizer_find_mapping and symbolizer_frames
+ * until the next refresh; call it after symbolizer_refresh. A mapping that overlaps one
+ * of /proc/self/maps is refused (-EEXIST: the live mapping wins, pcs there are read as
+ * the live file); noting the same mapping twice is harmless. Returns the mapping index
+ * or a negative errno (-EINVAL for a bad range or a relative path).
+ */
+int symbolizer_note_module(struct symbolizer *s, const char *path, uintptr_t start, uintptr_t end,
+			   uintptr_t file_offset);
 
 /* Mapping index (into symbolizer_mapping) holding pc, or -1. */
 int symbolizer_find_mapping(const struct symbolizer *s, uintptr_t pc);
 const struct sym_mapping *symbolizer_mapping(const struct symbolizer *s, int idx);
 size_t symbolizer_mapping_count(const struct symbolizer *s);
+/* 1 when the module of mapping idx has DWARF (so its pcs carry inlined frames and
+ * lines), 0 when it has none, -1 when not known yet (no pc of it was looked up). */
+int symbolizer_mapping_debug_info(const struct symbolizer *s, int idx);
 
 /*
- * Name of the function holding pc (NULL when the module has no symbol covering it).
- * is_return_address: pc came from a caller frame; it is looked up at pc - 1 so a call
- * at the very end of a function is attributed to that function. The string is owned
- * by the symbolizer and valid until symbolizer_free.
+ * Frames of pc, innermost (inlined) first, the function holding the code last; at most
+ * max (SYM_MAX_FRAMES is always enough). Returns the count, 0 when the pc cannot be
+ * named (no module, or no symbol or DWARF covers it): the caller keeps the mapping and
+ * address. is_return_address: pc came from a caller frame; it is looked up at pc - 1 so
+ * a call at the very end of a function is attributed to that function and to the line
+ * of the call. Strings stay valid until the next symbolizer_refresh or symbolizer_free.
  */
+size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
+			 struct sym_frame *out, size_t max);
+
+/* Name of the function holding pc (the last of its frames), or NULL. Same lifetime. */
 const char *symbolizer_function(struct symbolizer *s, uintptr_t pc, bool is_return_address);
 
+/* Budget of the pc caches in bytes (default SYM_CACHE_DEFAULT_LIMIT), applied at the
+ * next refresh. */
+void symbolizer_set_cache_limit(struct symbolizer *s, size_t bytes);
+
 /* Cache statistics. */
+void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *out);
 size_t symbolizer_module_count(const struct symbolizer *s);
+/* Heap bytes held by the symbolizer itself: module tables, symbol tables, pc caches,
+ * mappings (libdw's own memory for open sessions is not counted). */
 size_t symbolizer_bytes(const struct symbolizer *s);
 
 #endif

@@ -49,11 +49,15 @@ enum {
 	MAPPING_FILENAME = 5,
 	MAPPING_BUILD_ID = 6,
 	MAPPING_HAS_FUNCTIONS = 7,
+	MAPPING_HAS_FILENAMES = 8,
+	MAPPING_HAS_LINE_NUMBERS = 9,
+	MAPPING_HAS_INLINE_FRAMES = 10,
 	LOCATION_ID = 1,
 	LOCATION_MAPPING_ID = 2,
 	LOCATION_ADDRESS = 3,
 	LOCATION_LINE = 4,
 	LINE_FUNCTION_ID = 1,
+	LINE_LINE = 2,
 	FUNCTION_ID = 1,
 	FUNCTION_NAME = 2,
 	FUNCTION_SYSTEM_NAME = 3,
@@ -65,13 +69,22 @@ enum {
 #define GZIP_MEM_LEVEL 8
 #define GZIP_CHUNK 65536
 
+/* What the locations of one mapping turned out to carry. The flags follow google/pprof's
+ * own symbolizer: each is set when any location of the mapping has it, and a consumer
+ * re-symbolizes a mapping only when none is set (so unnamed pcs of a mapping whose
+ * other pcs are named are not re-read, and a mapping we could not name at all is left
+ * to the consumer's symbolization by file or build id). */
+struct mapping_flags {
+	bool used, functions, filenames, line_numbers;
+};
+
 struct builder {
 	struct symbolizer *sym;
 	struct strtab strings;
-	struct u64map locs; /* (pc << 1 | is_return) -> location id */
-	struct u64map funcs; /* name string index + 1 -> function id */
+	struct u64map locs;  /* (pc << 1 | is_return) -> location id */
+	struct u64map funcs; /* (name string index + 1) << 32 | file string index -> id */
 	uint64_t next_loc, next_func;
-	bool *mapping_used;
+	struct mapping_flags *mflags;
 	size_t nmappings;
 	struct pb_buf samples, locations, functions, scratch, line;
 	int64_t s_thread_id, s_thread_name, s_process_id;
@@ -95,32 +108,52 @@ static const char *synthetic_name(uintptr_t pc)
 		return "[truncated]";
 	case PC_DROPPED:
 		return "[dropped]";
+	case PC_INCOMPLETE:
+		return "[incomplete]";
 	default:
 		return "[unknown]";
 	}
 }
 
+/* Functions are one per (name, file): a static function of the same name in two files
+ * stays two functions. */
 static uint64_t function_id(struct builder *b, const char *name, const char *file)
 {
 	int64_t name_idx = intern(b, name);
-	uint64_t id;
-	if (u64map_get(&b->funcs, (uint64_t)name_idx + 1, &id))
+	int64_t file_idx = file ? intern(b, file) : 0;
+	uint64_t key = ((uint64_t)name_idx + 1) << 32 | (uint64_t)file_idx, id;
+	if (u64map_get(&b->funcs, key, &id))
 		return id;
 	id = ++b->next_func;
-	if (u64map_put(&b->funcs, (uint64_t)name_idx + 1, id) < 0)
+	if (u64map_put(&b->funcs, key, id) < 0)
 		b->err = -ENOMEM;
 	struct pb_buf *f = &b->scratch;
 	pb_clear(f);
 	pb_varint(f, FUNCTION_ID, id);
 	pb_varint(f, FUNCTION_NAME, (uint64_t)name_idx);
 	pb_varint(f, FUNCTION_SYSTEM_NAME, (uint64_t)name_idx);
-	if (file)
-		pb_varint(f, FUNCTION_FILENAME, (uint64_t)intern(b, file));
+	if (file_idx)
+		pb_varint(f, FUNCTION_FILENAME, (uint64_t)file_idx);
 	pb_bytes(&b->functions, PROFILE_FUNCTION, f->data, f->len);
 	b->st.functions++;
 	return id;
 }
 
+/* Appends one Line (function id, line number when known) to the location message l. */
+static void add_line(struct builder *b, struct pb_buf *l, uint64_t fid, int line)
+{
+	pb_clear(&b->line);
+	pb_varint(&b->line, LINE_FUNCTION_ID, fid);
+	if (line > 0)
+		pb_varint(&b->line, LINE_LINE, (uint64_t)line);
+	pb_bytes(l, LOCATION_LINE, b->line.data, b->line.len);
+}
+
+/*
+ * One Location per distinct (pc, is_return): its mapping and address, and one Line per
+ * frame the symbolizer returns, innermost (inlined) first. A pc nothing names keeps only
+ * mapping and address: consumers show it as module+offset and can symbolize it later.
+ */
 static uint64_t location_id(struct builder *b, uintptr_t pc, bool is_return)
 {
 	uint64_t key = ((uint64_t)pc << 1) | is_return, id;
@@ -129,31 +162,36 @@ static uint64_t location_id(struct builder *b, uintptr_t pc, bool is_return)
 	id = ++b->next_loc;
 	if (u64map_put(&b->locs, key, id) < 0)
 		b->err = -ENOMEM;
-	/* Function first: function_id uses the scratch buffer. */
-	uint64_t fid = 0;
+	/* Function ids first: function_id uses the scratch buffer. */
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	uint64_t fids[SYM_MAX_FRAMES];
+	size_t n = 0;
 	int m = -1;
 	if (pc <= PC_SYNTHETIC_MAX) {
-		fid = function_id(b, synthetic_name(pc), NULL);
+		fr[n++] = (struct sym_frame){synthetic_name(pc), NULL, 0};
 	} else {
 		m = symbolizer_find_mapping(b->sym, pc);
-		const char *name = symbolizer_function(b->sym, pc, is_return);
-		if (name)
-			fid = function_id(b, name, NULL);
+		n = symbolizer_frames(b->sym, pc, is_return, fr, SYM_MAX_FRAMES);
 	}
+	for (size_t i = 0; i < n; i++)
+		fids[i] = function_id(b, fr[i].function, fr[i].file);
 	struct pb_buf *l = &b->scratch;
 	pb_clear(l);
 	pb_varint(l, LOCATION_ID, id);
 	if (m >= 0) {
+		struct mapping_flags *mf = &b->mflags[m];
 		pb_varint(l, LOCATION_MAPPING_ID, (uint64_t)m + 1);
-		b->mapping_used[m] = true;
+		mf->used = true;
+		mf->functions |= n > 0;
+		for (size_t i = 0; i < n; i++) {
+			mf->filenames |= fr[i].file != NULL;
+			mf->line_numbers |= fr[i].line > 0;
+		}
 	}
 	if (pc > PC_SYNTHETIC_MAX)
 		pb_varint(l, LOCATION_ADDRESS, pc);
-	if (fid) {
-		pb_clear(&b->line);
-		pb_varint(&b->line, LINE_FUNCTION_ID, fid);
-		pb_bytes(l, LOCATION_LINE, b->line.data, b->line.len);
-	}
+	for (size_t i = 0; i < n; i++)
+		add_line(b, l, fids[i], fr[i].line);
 	pb_bytes(&b->locations, PROFILE_LOCATION, l->data, l->len);
 	b->st.locations++;
 	return id;
@@ -187,7 +225,7 @@ static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int3
 	pb_init(&s);
 	pb_init(&tmp);
 	pb_packed_u64(&s, SAMPLE_LOCATION_ID, ids, n);
-	int64_t values[2] = { (int64_t)samples, (int64_t)cpu_ns };
+	int64_t values[2] = {(int64_t)samples, (int64_t)cpu_ns};
 	pb_packed_i64(&s, SAMPLE_VALUE, values, 2);
 	if (tid > 0) {
 		char name[THREAD_NAME_MAX];
@@ -227,7 +265,8 @@ static void value_type(struct pb_buf *out, struct builder *b, uint32_t field, co
 static void write_mappings(struct pb_buf *out, struct builder *b)
 {
 	for (size_t i = 0; i < b->nmappings; i++) {
-		if (!b->mapping_used[i])
+		const struct mapping_flags *mf = &b->mflags[i];
+		if (!mf->used)
 			continue;
 		const struct sym_mapping *m = symbolizer_mapping(b->sym, (int)i);
 		struct pb_buf *mb = &b->scratch;
@@ -239,7 +278,15 @@ static void write_mappings(struct pb_buf *out, struct builder *b)
 		pb_varint(mb, MAPPING_FILENAME, (uint64_t)intern(b, m->path));
 		if (m->build_id[0])
 			pb_varint(mb, MAPPING_BUILD_ID, (uint64_t)intern(b, m->build_id));
-		pb_varint(mb, MAPPING_HAS_FUNCTIONS, 1);
+		if (mf->functions)
+			pb_varint(mb, MAPPING_HAS_FUNCTIONS, 1);
+		if (mf->filenames)
+			pb_varint(mb, MAPPING_HAS_FILENAMES, 1);
+		if (mf->line_numbers)
+			pb_varint(mb, MAPPING_HAS_LINE_NUMBERS, 1);
+		/* DWARF was read for the module: its locations list their inlined frames. */
+		if (mf->functions && symbolizer_mapping_debug_info(b->sym, (int)i) == 1)
+			pb_varint(mb, MAPPING_HAS_INLINE_FRAMES, 1);
 		pb_bytes(out, PROFILE_MAPPING, mb->data, mb->len);
 		b->st.mappings++;
 	}
@@ -273,7 +320,7 @@ static void builder_free(struct builder *b)
 	strtab_free(&b->strings);
 	u64map_free(&b->locs);
 	u64map_free(&b->funcs);
-	free(b->mapping_used);
+	free(b->mflags);
 	pb_free(&b->samples);
 	pb_free(&b->locations);
 	pb_free(&b->functions);
@@ -296,8 +343,8 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	b.s_thread_name = intern(&b, "thread name");
 	b.s_process_id = intern(&b, "process_id");
 	b.nmappings = symbolizer_mapping_count(sym);
-	b.mapping_used = calloc(b.nmappings + 1, sizeof(bool));
-	if (!b.mapping_used) {
+	b.mflags = calloc(b.nmappings + 1, sizeof(b.mflags[0]));
+	if (!b.mflags) {
 		builder_free(&b);
 		return -ENOMEM;
 	}

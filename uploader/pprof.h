@@ -3,9 +3,11 @@
  *
  * Owns: the pprof encoding of CPU profiles: sample types cpu-samples/count and
  * cpu-time/nanoseconds, period type cpu/nanoseconds, labels "thread id", "thread name",
- * "process_id", one Mapping per executable mapping with its build id, one Location per
- * distinct pc, Functions named by the symbolizer, synthetic frames "[truncated]",
- * "[unknown]", "[dropped]" (the latter for stacks refused past the memory ceiling).
+ * "process_id", one Mapping per executable mapping with its build id and has_* flags,
+ * one Location per distinct pc with one Line per frame the symbolizer gives it (inlined
+ * functions first, line numbers set), Functions per (name, file), synthetic frames
+ * "[truncated]", "[unknown]", "[dropped]" (stacks refused past the memory ceiling) and
+ * "[incomplete]" (walks that stopped before a root frame).
  * Context: uploader thread only, on a profile no handler can enter (after the swap).
  */
 #ifndef DDPROF_UPLOADER_PPROF_H
@@ -21,8 +23,8 @@
 #define PPROF_COMMENTS_MAX 8
 
 struct pprof_meta {
-	uint64_t start_ns; /* CLOCK_REALTIME, first possible sample */
-	uint64_t end_ns; /* CLOCK_REALTIME, the swap */
+	uint64_t start_ns;  /* CLOCK_REALTIME, first possible sample */
+	uint64_t end_ns;    /* CLOCK_REALTIME, the swap */
 	uint64_t period_ns; /* sampling period */
 	int pid;
 	/* Free-form comments stored in the profile (e.g. "service:web"); not owned. */

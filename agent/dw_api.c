@@ -1,0 +1,61 @@
+/*
+ * dw_api.c - dlopen of libdw and dlsym of its functions (see dw_api.h).
+ *
+ * Context: uploader thread, one caller at a time. The handle is never dlclosed: the
+ * symbolizer's Dwfl sessions and the strings they return point into the library, and
+ * a process loads it at most once anyway (the test reset keeps old handles open too).
+ */
+#include "dw_api.h"
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/log.h"
+
+enum dw_state { DW_UNTRIED, DW_READY, DW_MISSING };
+
+static enum dw_state state = DW_UNTRIED;
+static struct dw_api api;
+static const char *soname = DW_API_SONAME;
+
+static bool load(void)
+{
+	/* RTLD_LOCAL: libdw's symbols must not interpose on anything of the application. */
+	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		log_info("%s not loadable (%s): function names from ELF symbol tables only, no "
+			 "inlined frames or lines",
+			 soname, dlerror());
+		return false;
+	}
+	/* Filled aside: a table handed out earlier stays intact if this load fails. */
+	struct dw_api t;
+	const char *missing = NULL;
+#define DW_API_RESOLVE(name)                                                                       \
+	*(void **)(&t.name) = dlsym(h, #name);                                                     \
+	if (!t.name && !missing)                                                                   \
+		missing = #name;
+	DW_API_FUNCS(DW_API_RESOLVE)
+#undef DW_API_RESOLVE
+	if (missing) {
+		log_warn("%s lacks %s: symbolizing from ELF symbol tables only", soname, missing);
+		dlclose(h);
+		return false;
+	}
+	api = t;
+	return true;
+}
+
+const struct dw_api *dw_api_get(void)
+{
+	if (state == DW_UNTRIED)
+		state = load() ? DW_READY : DW_MISSING;
+	return state == DW_READY ? &api : NULL;
+}
+
+void dw_api_test_reset(const char *name)
+{
+	state = DW_UNTRIED;
+	soname = name ? name : DW_API_SONAME;
+}

@@ -1,0 +1,66 @@
+/*
+ * dw_api.h - libdw/libdwfl loaded at run time: the table of the functions we call.
+ *
+ * Owns: the one dlopen of libdw.so.1 (never closed) and the function pointers resolved
+ * from it. The library is not linked (invariant 7 of the design: the injected library
+ * stays cheap to load); <elfutils/libdwfl.h> is included for types only. The first
+ * dw_api_get() loads it; when libdw is missing or lacks a function, every later call
+ * returns NULL at once and the symbolizer falls back to libelf symbol tables.
+ * Context: uploader thread only (and unit tests), one caller at a time: the state is a
+ * plain static, no lock, so a fork can never inherit it locked. Never a signal handler.
+ */
+#ifndef DDPROF_AGENT_DW_API_H
+#define DDPROF_AGENT_DW_API_H
+
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+/* The soname loaded by default. */
+#define DW_API_SONAME "libdw.so.1"
+
+/* Every function of libdw/libdwfl the symbolizer uses; one member per function, of the
+ * function's own type (taken from the elfutils headers), named like it. */
+#define DW_API_FUNCS(X)                                                                            \
+	X(dwfl_begin)                                                                              \
+	X(dwfl_end)                                                                                \
+	X(dwfl_errno)                                                                              \
+	X(dwfl_errmsg)                                                                             \
+	X(dwfl_report_begin)                                                                       \
+	X(dwfl_report_elf)                                                                         \
+	X(dwfl_report_end)                                                                         \
+	X(dwfl_build_id_find_elf)                                                                  \
+	X(dwfl_standard_find_debuginfo)                                                            \
+	X(dwfl_module_info)                                                                        \
+	X(dwfl_module_getsymtab)                                                                   \
+	X(dwfl_module_getsym_info)                                                                 \
+	X(dwfl_module_getdwarf)                                                                    \
+	X(dwfl_module_addrdie)                                                                     \
+	X(dwfl_module_getsrc)                                                                      \
+	X(dwfl_lineinfo)                                                                           \
+	X(dwarf_getscopes)                                                                         \
+	X(dwarf_tag)                                                                               \
+	X(dwarf_attr)                                                                              \
+	X(dwarf_attr_integrate)                                                                    \
+	X(dwarf_formstring)                                                                        \
+	X(dwarf_formudata)                                                                         \
+	X(dwarf_diecu)                                                                             \
+	X(dwarf_getsrcfiles)                                                                       \
+	X(dwarf_filesrc)
+
+struct dw_api {
+#define DW_API_MEMBER(name) __typeof__(name) *name;
+	DW_API_FUNCS(DW_API_MEMBER)
+#undef DW_API_MEMBER
+};
+
+/* The loaded table, or NULL when libdw cannot be used (tried once). */
+const struct dw_api *dw_api_get(void);
+
+/*
+ * Tests only: forget what was loaded (the handle stays open) so that the next
+ * dw_api_get() tries again with soname (NULL: DW_API_SONAME). A soname that does not
+ * exist forces the libelf fallback through the real failure path.
+ */
+void dw_api_test_reset(const char *soname);
+
+#endif

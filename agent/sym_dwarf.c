@@ -1,0 +1,186 @@
+/*
+ * sym_dwarf.c - libdwfl sessions per module file (see sym_dwarf.h).
+ *
+ * Context: uploader thread. Every libdw call goes through the dlopen'd table (dw_api).
+ * libdw validates DWARF and returns NULL or -1 on malformed input; each result is
+ * checked here before use, and libdw accepts NULL attribute pointers (it propagates
+ * the failure), which keeps the attribute chains below short.
+ *
+ * Inline frames: dwarf_getscopes(cu, addr) lists the DIEs whose ranges hold addr,
+ * innermost first: lexical blocks, DW_TAG_inlined_subroutine for each inlined call,
+ * then the DW_TAG_subprogram of the function the code physically belongs to, then the
+ * CU. Each inlined subroutine gives a frame named after its abstract origin; its
+ * DW_AT_call_file/DW_AT_call_line are where its caller (the next frame out) is.
+ */
+#include "sym_dwarf.h"
+
+#include <dwarf.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+
+struct sym_dwarf {
+	const struct dw_api *api;
+	Dwfl_Callbacks callbacks; /* dwfl_begin keeps a pointer to it: lives as long */
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	int debug_info; /* -1 not checked yet, 0 none, 1 found */
+};
+
+/* NULL selects libdwfl's default search path (":.debug:/usr/lib/debug"). */
+static char *default_debuginfo_path;
+
+struct sym_dwarf *sym_dwarf_open(const struct dw_api *api, const char *path)
+{
+	struct sym_dwarf *d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->api = api;
+	d->debug_info = -1;
+	d->callbacks.find_elf = api->dwfl_build_id_find_elf;
+	d->callbacks.find_debuginfo = api->dwfl_standard_find_debuginfo;
+	d->callbacks.debuginfo_path = &default_debuginfo_path;
+	d->dwfl = api->dwfl_begin(&d->callbacks);
+	if (!d->dwfl) {
+		free(d);
+		return NULL;
+	}
+	api->dwfl_report_begin(d->dwfl);
+	/* base 0 with add_p_vaddr: the module sits at its own p_vaddr (bias 0), ET_EXEC and
+	 * ET_DYN alike. */
+	d->mod = api->dwfl_report_elf(d->dwfl, path, path, -1, 0, true);
+	if (api->dwfl_report_end(d->dwfl, NULL, NULL) != 0 || !d->mod) {
+		log_debug("libdwfl cannot read %s: %s", path, api->dwfl_errmsg(-1));
+		api->dwfl_end(d->dwfl);
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+void sym_dwarf_close(struct sym_dwarf *d)
+{
+	if (!d)
+		return;
+	d->api->dwfl_end(d->dwfl);
+	free(d);
+}
+
+int sym_dwarf_read_symbols(struct sym_dwarf *d, struct sym_table *t)
+{
+	const struct dw_api *api = d->api;
+	int n = api->dwfl_module_getsymtab(d->mod);
+	if (n < 0)
+		return -EINVAL;
+	for (int i = 1; i < n; i++) { /* entry 0 is the null symbol */
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		Elf *elf;
+		Dwarf_Addr bias;
+		const char *name =
+		    api->dwfl_module_getsym_info(d->mod, i, &sym, &addr, &shndx, &elf, &bias);
+		if (!name)
+			continue;
+		int type = GELF_ST_TYPE(sym.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || shndx == SHN_UNDEF)
+			continue;
+		int rc = sym_table_add(t, addr, sym.st_size, name,
+				       GELF_ST_BIND(sym.st_info) != STB_LOCAL);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+bool sym_dwarf_has_debug_info(struct sym_dwarf *d)
+{
+	if (d->debug_info < 0) {
+		Dwarf_Addr bias;
+		d->debug_info = d->api->dwfl_module_getdwarf(d->mod, &bias) != NULL;
+	}
+	return d->debug_info == 1;
+}
+
+/* Linkage name (C++: mangled, qualified) or plain name, through abstract origins and
+ * specifications. */
+static const char *die_name(const struct dw_api *api, Dwarf_Die *die)
+{
+	static const unsigned int attrs[] = {DW_AT_linkage_name, DW_AT_MIPS_linkage_name,
+					     DW_AT_name};
+	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		Dwarf_Attribute a;
+		const char *s = api->dwarf_formstring(api->dwarf_attr_integrate(die, attrs[i], &a));
+		if (s && s[0])
+			return s;
+	}
+	return NULL;
+}
+
+/* Where an inlined subroutine was called from: a file of its own CU's line table. */
+static void call_site(const struct dw_api *api, Dwarf_Die *die, const char **file, int *line)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word v;
+	*line = api->dwarf_formudata(api->dwarf_attr(die, DW_AT_call_line, &a), &v) == 0 &&
+			v <= INT32_MAX
+		    ? (int)v
+		    : 0;
+	*file = NULL;
+	if (api->dwarf_formudata(api->dwarf_attr(die, DW_AT_call_file, &a), &v) != 0)
+		return;
+	Dwarf_Die cu;
+	Dwarf_Files *files;
+	size_t nfiles;
+	if (api->dwarf_diecu(die, &cu, NULL, NULL) &&
+	    api->dwarf_getsrcfiles(&cu, &files, &nfiles) == 0 && v < nfiles)
+		*file = api->dwarf_filesrc(files, v, NULL, NULL);
+}
+
+static bool is_function_scope(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+	       tag == DW_TAG_entry_point;
+}
+
+size_t sym_dwarf_frames(struct sym_dwarf *d, uint64_t vaddr, struct sym_frame *out, size_t max,
+			bool *error)
+{
+	const struct dw_api *api = d->api;
+	if (max == 0 || !sym_dwarf_has_debug_info(d))
+		return 0;
+	const char *file = NULL;
+	int line = 0;
+	Dwfl_Line *l = api->dwfl_module_getsrc(d->mod, vaddr);
+	if (l && !(file = api->dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL)))
+		line = 0;
+
+	size_t n = 0;
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = api->dwfl_module_addrdie(d->mod, vaddr, &bias);
+	Dwarf_Die *scopes = NULL;
+	int nscopes = cu ? api->dwarf_getscopes(cu, vaddr - bias, &scopes) : 0;
+	if (nscopes < 0) {
+		*error = true;
+		nscopes = 0;
+	}
+	bool outer_found = false;
+	for (int i = 0; i < nscopes && !outer_found; i++) {
+		int tag = api->dwarf_tag(&scopes[i]);
+		if (!is_function_scope(tag))
+			continue;
+		outer_found = tag != DW_TAG_inlined_subroutine;
+		/* The last slot is kept for the containing function. */
+		if (outer_found || n + 1 < max)
+			out[n++] = (struct sym_frame){die_name(api, &scopes[i]), file, line};
+		if (!outer_found)
+			call_site(api, &scopes[i], &file, &line);
+	}
+	free(scopes);
+	/* No subprogram around (assembly with a line table, or odd DWARF): the containing
+	 * function is a frame of its own at the last call site, named by the caller. */
+	if (!outer_found && (n > 0 || file))
+		out[n++] = (struct sym_frame){NULL, file, line};
+	return n;
+}
