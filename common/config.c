@@ -5,9 +5,13 @@
  * agent reads. The result is one struct filled once and never changed afterwards.
  * Context: config_load() runs once from the library constructor, on the application's
  * main thread before main (so getenv is not racing setenv), and from unit tests with a
- * fake environment. Never called from a signal handler (it logs). No allocation: fixed buffers only.
+ * fake environment. Never called from a signal handler (it logs). No allocation: fixed
+ * buffers only.
  * Rules: an empty value is the same as an unset one. A bad value costs exactly one
  * warning line naming the variable, quoting the value and stating what is used instead.
+ * Secrets (DD_API_KEY, PYROSCOPE_AUTH_TOKEN, PYROSCOPE_BASIC_AUTH_PASSWORD/USER) are
+ * never quoted: a bad one is described by its length only. The exporter rule (which
+ * destinations are on) is stated in config.h and applied at the end of config_load.
  */
 #include "config.h"
 
@@ -254,23 +258,6 @@ static void load_log_level(struct loader *ld, struct config *out)
 			 "is not one of error, warn, warning, info, debug; using the default warn");
 }
 
-static void load_enabled(struct loader *ld, struct config *out)
-{
-	static const char *const yes[] = {"true", "1", "yes", "on"};
-	static const char *const no[] = {"false", "0", "no", "off"};
-	const char *v = lookup(ld, "DD_PROFILING_ENABLED");
-	if (!v)
-		return;
-	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
-			out->enabled = strcasecmp(v, yes[i]) == 0;
-			return;
-		}
-	}
-	warn_bad(ld, v, "is not true/false, 1/0, yes/no or on/off; using the default %s",
-		 out->enabled ? "true" : "false");
-}
-
 static void load_cpu_hz(struct loader *ld, struct config *out)
 {
 	const char *v = lookup(ld, "DD_PROFILING_CPU_HZ");
@@ -369,12 +356,13 @@ static void load_output_dir(struct loader *ld, struct config *out)
 		 sizeof(out->output_dir) - 1);
 }
 
-/* DD_TAGS: entries separated by commas and/or blanks; key:value kept, key=value turned
- * into key:value; entries lacking a key or a value are dropped with a warning each. */
-static void load_tags(struct loader *ld, struct config *out)
+/* DD_TAGS, PYROSCOPE_TAGS: entries separated by commas and/or blanks; key:value kept,
+ * key=value turned into key:value; entries lacking a key or a value are dropped with a
+ * warning each. */
+static void load_tag_list(struct loader *ld, const char *name, char *dst, size_t size)
 {
 	static const char seps[] = ", \t\n";
-	const char *v = lookup(ld, "DD_TAGS");
+	const char *v = lookup(ld, name);
 	char q[QUOTE_BUF];
 	size_t used = 0;
 	if (!v)
@@ -386,22 +374,255 @@ static void load_tags(struct loader *ld, struct config *out)
 			log_warn("%s entry \"%s\" is not key:value or key=value; dropping it",
 				 ld->name, quote(q, p, len));
 			ld->warnings++;
-		} else if (used + (used > 0) + len >= sizeof(out->tags)) {
+		} else if (used + (used > 0) + len >= size) {
 			log_warn("%s is longer than %zu bytes once normalized; dropping the tags "
 				 "from \"%s\" on",
-				 ld->name, sizeof(out->tags) - 1, quote(q, p, len));
+				 ld->name, size - 1, quote(q, p, len));
 			ld->warnings++;
 			break;
 		} else {
 			if (used > 0)
-				out->tags[used++] = ',';
-			memcpy(out->tags + used, p, len);
-			out->tags[used + key] = ':';
+				dst[used++] = ',';
+			memcpy(dst + used, p, len);
+			dst[used + key] = ':';
 			used += len;
-			out->tags[used] = '\0';
+			dst[used] = '\0';
 		}
 		p += len;
 	}
+}
+
+/* A duration in seconds (decimals allowed) within [min_ns, max_ns]. */
+static void load_timeout(struct loader *ld, const char *name, uint64_t *dst, uint64_t min_ns,
+			 uint64_t max_ns)
+{
+	const char *v = lookup(ld, name);
+	uint64_t ns;
+	if (!v)
+		return;
+	if (parse_seconds(v, &ns) && ns >= min_ns && ns <= max_ns) {
+		*dst = ns;
+		return;
+	}
+	warn_bad(ld, v, "is not a number of seconds in %g..%g; using the default %g",
+		 (double)min_ns / NSEC_PER_SEC, (double)max_ns / NSEC_PER_SEC,
+		 (double)*dst / NSEC_PER_SEC);
+}
+
+/* A boolean variable; false when unset. */
+static bool load_bool(struct loader *ld, const char *name, bool dflt)
+{
+	static const char *const yes[] = {"true", "1", "yes", "on"};
+	static const char *const no[] = {"false", "0", "no", "off"};
+	const char *v = lookup(ld, name);
+	if (!v)
+		return dflt;
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0)
+			return strcasecmp(v, yes[i]) == 0;
+	}
+	warn_bad(ld, v, "is not true/false, 1/0, yes/no or on/off; using the default %s",
+		 dflt ? "true" : "false");
+	return dflt;
+}
+
+/* A secret (API key, token, password): printable ASCII without blanks, since it goes
+ * into an HTTP header. A bad one is reported by length only, never quoted. Returns
+ * false (dst left empty) when set but unusable. */
+static bool load_secret(struct loader *ld, const char *name, char *dst, size_t size)
+{
+	const char *v = lookup(ld, name);
+	if (!v)
+		return true;
+	size_t len = strlen(v);
+	bool ok = len < size;
+	for (size_t i = 0; ok && i < len; i++)
+		ok = v[i] > ' ' && v[i] < 0x7F; /* printable ASCII, no space: header-safe */
+	if (!ok) {
+		log_warn("%s is set but unusable (%zu bytes; at most %zu printable ASCII "
+			 "characters without blanks); ignoring it (its value is not shown)",
+			 name, len, size - 1);
+		ld->warnings++;
+		return false;
+	}
+	memcpy(dst, v, len + 1);
+	return true;
+}
+
+/* Characters allowed in a URL we are given (RFC 3986 unreserved, reserved and '%'). */
+static bool url_chars_ok(const char *s)
+{
+	for (; *s; s++) {
+		if (*s <= ' ' || *s >= 0x7F || strchr("\"<>\\^`{|}", *s))
+			return false;
+	}
+	return true;
+}
+
+enum url_scheme { URL_HTTP = 1, URL_HTTPS = 2, URL_UNIX = 4 };
+
+/* Which of schemes v starts with, after checking the rest is usable: a host for
+ * http(s), an absolute path for unix:///path. 0 when not valid. */
+static int url_scheme(const char *v, int schemes)
+{
+	static const struct {
+		const char *prefix;
+		int scheme;
+	} prefixes[] = {{"http://", URL_HTTP}, {"https://", URL_HTTPS}, {"unix://", URL_UNIX}};
+	if (!url_chars_ok(v))
+		return 0;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t n = strlen(prefixes[i].prefix);
+		if (!(schemes & prefixes[i].scheme) || strncasecmp(v, prefixes[i].prefix, n) != 0)
+			continue;
+		const char *rest = v + n;
+		if (prefixes[i].scheme == URL_UNIX)
+			return rest[0] == '/' && rest[1] ? URL_UNIX : 0;
+		return rest[0] && rest[0] != '/' && rest[0] != '?' ? prefixes[i].scheme : 0;
+	}
+	return 0;
+}
+
+/* Copies a URL variable (one of schemes) into dst without its trailing '/'s. Returns
+ * the scheme, or 0 when unset or bad (warned; dst unchanged). */
+static int load_url(struct loader *ld, const char *name, char *dst, size_t size, int schemes,
+		    const char *what, const char *fallback)
+{
+	const char *v = lookup(ld, name);
+	if (!v)
+		return 0;
+	int scheme = url_scheme(v, schemes);
+	size_t len = strlen(v);
+	while (len > 0 && v[len - 1] == '/' && scheme != URL_UNIX)
+		len--;
+	if (scheme && len < size) {
+		memcpy(dst, v, len);
+		dst[len] = '\0';
+		return scheme;
+	}
+	warn_bad(ld, v, "is not %s (at most %zu bytes); %s", what, size - 1, fallback);
+	return 0;
+}
+
+/* A host name or IP address: letters, digits, '.', '-', '_', ':' (IPv6), no brackets. */
+static bool host_ok(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		if (!isalnum((unsigned char)*s) && !strchr(".-_:", *s))
+			return false;
+	}
+	return true;
+}
+
+/* Fills agent_url; true when one of the agent variables was set. */
+static bool load_agent(struct loader *ld, struct config *out)
+{
+	bool explicit = false;
+	if (load_url(ld, "DD_TRACE_AGENT_URL", out->agent_url, sizeof(out->agent_url),
+		     URL_HTTP | URL_HTTPS | URL_UNIX, "an http://, https:// or unix:///path URL",
+		     "using http://DD_AGENT_HOST:DD_TRACE_AGENT_PORT"))
+		explicit = true;
+	else if (ld->get("DD_TRACE_AGENT_URL") && ld->get("DD_TRACE_AGENT_URL")[0])
+		explicit = true; /* set but bad: the user wants the agent, at its default */
+	char host[CONFIG_TAG_MAX] = CONFIG_DEFAULT_AGENT_HOST;
+	const char *v = lookup(ld, "DD_AGENT_HOST");
+	if (v) {
+		explicit = true;
+		if (host_ok(v) && strlen(v) < sizeof(host))
+			strcpy(host, v);
+		else
+			warn_bad(ld, v,
+				 "is not a host name or IP address; using the "
+				 "default " CONFIG_DEFAULT_AGENT_HOST);
+	}
+	unsigned port = CONFIG_DEFAULT_AGENT_PORT;
+	v = lookup(ld, "DD_TRACE_AGENT_PORT");
+	if (v) {
+		uint64_t n;
+		char *end;
+		explicit = true;
+		if (parse_u64(v, &n, &end) && *end == '\0' && n >= 1 && n <= 65535)
+			port = (unsigned)n;
+		else
+			warn_bad(ld, v, "is not a port in 1..65535; using the default %u", port);
+	}
+	if (!out->agent_url[0]) {
+		bool v6 = strchr(host, ':') != NULL; /* an IPv6 literal needs brackets */
+		snprintf(out->agent_url, sizeof(out->agent_url), "http://%s%s%s:%u", v6 ? "[" : "",
+			 host, v6 ? "]" : "", port);
+	}
+	return explicit;
+}
+
+/* Returns true when agentless was asked for (usable or not). */
+static bool load_agentless(struct loader *ld, struct config *out)
+{
+	bool want = load_bool(ld, "DD_PROFILING_AGENTLESS", false);
+	bool key_ok = load_secret(ld, "DD_API_KEY", out->api_key, sizeof(out->api_key));
+	const char *v = lookup(ld, "DD_SITE");
+	if (v && host_ok(v) && !strchr(v, ':') && strlen(v) < sizeof(out->site))
+		strcpy(out->site, v);
+	else if (v)
+		warn_bad(
+		    ld, v,
+		    "is not a domain such as datadoghq.eu; using the default " CONFIG_DEFAULT_SITE);
+	snprintf(out->agentless_url, sizeof(out->agentless_url),
+		 "https://intake.profile.%s/api/v2/profile", out->site);
+	v = lookup(ld, "DD_PROFILING_AGENTLESS_URL");
+	bool url_ok = true;
+	if (v && url_scheme(v, URL_HTTPS) && strlen(v) < sizeof(out->agentless_url)) {
+		strcpy(out->agentless_url, v);
+	} else if (v) {
+		/* The API key goes with every request: never over plain http. */
+		warn_bad(ld, v,
+			 "is not an https:// URL: refusing to send DD_API_KEY over it; "
+			 "agentless upload disabled");
+		url_ok = false;
+	}
+	if (!want)
+		return false;
+	if (!out->api_key[0] && key_ok) {
+		log_warn("DD_PROFILING_AGENTLESS=true needs DD_API_KEY; agentless upload "
+			 "disabled");
+		ld->warnings++;
+	}
+	out->export_agentless = out->api_key[0] && url_ok;
+	return true;
+}
+
+static void load_pyroscope(struct loader *ld, struct config *out)
+{
+	out->export_pyroscope =
+	    load_url(ld, "PYROSCOPE_SERVER_ADDRESS", out->pyroscope_url, sizeof(out->pyroscope_url),
+		     URL_HTTP | URL_HTTPS, "an http:// or https:// URL",
+		     "Pyroscope upload disabled") != 0;
+	load_string(ld, "PYROSCOPE_APPLICATION_NAME", out->pyroscope_app,
+		    sizeof(out->pyroscope_app));
+	load_secret(ld, "PYROSCOPE_AUTH_TOKEN", out->pyroscope_token, sizeof(out->pyroscope_token));
+	load_secret(ld, "PYROSCOPE_BASIC_AUTH_USER", out->pyroscope_user,
+		    sizeof(out->pyroscope_user));
+	load_secret(ld, "PYROSCOPE_BASIC_AUTH_PASSWORD", out->pyroscope_password,
+		    sizeof(out->pyroscope_password));
+	/* Goes into a header line as is: checked like a secret (no blanks or controls). */
+	load_secret(ld, "PYROSCOPE_TENANT_ID", out->pyroscope_tenant,
+		    sizeof(out->pyroscope_tenant));
+	load_tag_list(ld, "PYROSCOPE_TAGS", out->pyroscope_tags, sizeof(out->pyroscope_tags));
+}
+
+const char *config_redact_url(char dst[CONFIG_URL_MAX], const char *src)
+{
+	const char *auth = strstr(src, "://");
+	auth = auth ? auth + 3 : src;
+	size_t end = strcspn(auth, "/?#");
+	const char *at = memchr(auth, '@', end);
+	if (!at) {
+		snprintf(dst, CONFIG_URL_MAX, "%s", src);
+		return dst;
+	}
+	snprintf(dst, CONFIG_URL_MAX, "%.*s***@%s", (int)(auth - src), src, at + 1);
+	return dst;
 }
 
 void config_defaults(struct config *out)
@@ -412,6 +633,9 @@ void config_defaults(struct config *out)
 	out->upload_period_ns = CONFIG_DEFAULT_UPLOAD_PERIOD_NS;
 	out->max_memory = CONFIG_DEFAULT_MAX_MEMORY;
 	out->log_level = LOG_LEVEL_WARN;
+	out->upload_timeout_ns = CONFIG_DEFAULT_UPLOAD_TIMEOUT_NS;
+	out->exit_flush_timeout_ns = CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS;
+	strcpy(out->site, CONFIG_DEFAULT_SITE);
 }
 
 int config_load(struct config *out, config_getenv_fn get)
@@ -421,7 +645,7 @@ int config_load(struct config *out, config_getenv_fn get)
 
 	config_defaults(out);
 	load_log_level(&ld, out); /* first: it decides whether the other warnings print */
-	load_enabled(&ld, out);
+	out->enabled = load_bool(&ld, "DD_PROFILING_ENABLED", out->enabled);
 	load_cpu_hz(&ld, out);
 	load_upload_period(&ld, out);
 	load_output_dir(&ld, out);
@@ -430,12 +654,31 @@ int config_load(struct config *out, config_getenv_fn get)
 	load_string(&ld, "DD_SERVICE", out->service, sizeof(out->service));
 	load_string(&ld, "DD_ENV", out->env, sizeof(out->env));
 	load_string(&ld, "DD_VERSION", out->version, sizeof(out->version));
-	load_tags(&ld, out);
+	load_tag_list(&ld, "DD_TAGS", out->tags, sizeof(out->tags));
+	load_timeout(&ld, "DD_PROFILING_UPLOAD_TIMEOUT", &out->upload_timeout_ns,
+		     CONFIG_MIN_UPLOAD_TIMEOUT_NS, CONFIG_MAX_UPLOAD_TIMEOUT_NS);
+	load_timeout(&ld, "DD_PROFILING_EXIT_FLUSH_TIMEOUT", &out->exit_flush_timeout_ns, 0,
+		     CONFIG_MAX_EXIT_FLUSH_TIMEOUT_NS);
+	bool agent_explicit = load_agent(&ld, out);
+	bool agentless_asked = load_agentless(&ld, out);
+	load_pyroscope(&ld, out);
+	/* The rule documented in config.h. */
+	out->export_agent =
+	    agent_explicit || (!agentless_asked && !out->output_dir[0] && !out->pyroscope_url[0]);
 
+	char u1[CONFIG_URL_MAX], u2[CONFIG_URL_MAX], u3[CONFIG_URL_MAX];
 	log_debug("config: enabled=%d cpu_hz=%u upload_period=%gs output_dir=\"%s\" "
 		  "max_memory=%s signal=%d service=\"%s\" env=\"%s\" version=\"%s\" tags=\"%s\"",
 		  out->enabled, out->cpu_hz, (double)out->upload_period_ns / NSEC_PER_SEC,
 		  out->output_dir, fmt_size(mem, out->max_memory), out->signal, out->service,
 		  out->env, out->version, out->tags);
+	/* Secrets are shown as set/unset only. */
+	log_debug("config: agent=%d (%s) agentless=%d (%s, api key %s) pyroscope=%d (%s) "
+		  "upload_timeout=%gs exit_flush_timeout=%gs",
+		  out->export_agent, config_redact_url(u1, out->agent_url), out->export_agentless,
+		  config_redact_url(u3, out->agentless_url), out->api_key[0] ? "set" : "unset",
+		  out->export_pyroscope, config_redact_url(u2, out->pyroscope_url),
+		  (double)out->upload_timeout_ns / NSEC_PER_SEC,
+		  (double)out->exit_flush_timeout_ns / NSEC_PER_SEC);
 	return ld.warnings;
 }

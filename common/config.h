@@ -32,22 +32,67 @@
 /* Below this not even a small profile fits; above it we refuse to reserve address space. */
 #define CONFIG_MIN_MAX_MEMORY (256ULL << 10)
 #define CONFIG_MAX_MAX_MEMORY (16ULL << 30)
-#define CONFIG_TAG_MAX 256 /* buffer of DD_SERVICE, DD_ENV, DD_VERSION (incl. NUL) */
+#define CONFIG_TAG_MAX 256   /* buffer of DD_SERVICE, DD_ENV, DD_VERSION (incl. NUL) */
 #define CONFIG_TAGS_MAX 2048 /* buffer of DD_TAGS (incl. NUL) */
 #define CONFIG_PATH_MAX 1024
+#define CONFIG_URL_MAX 1024   /* any URL variable (incl. NUL) */
+#define CONFIG_SECRET_MAX 256 /* DD_API_KEY, Pyroscope token/password (incl. NUL) */
+#define CONFIG_DEFAULT_AGENT_HOST "localhost"
+#define CONFIG_DEFAULT_AGENT_PORT 8126
+#define CONFIG_DEFAULT_SITE "datadoghq.com"
+/* The Datadog libraries' default: long enough for a slow agent, short enough that a
+ * hung connection costs a fraction of a 60 s period. */
+#define CONFIG_DEFAULT_UPLOAD_TIMEOUT_NS (10ULL * 1000000000ULL)
+#define CONFIG_MIN_UPLOAD_TIMEOUT_NS (100ULL * 1000000ULL)
+#define CONFIG_MAX_UPLOAD_TIMEOUT_NS (3600ULL * 1000000000ULL)
+/* What a process may wait at exit for its last profile: short, the user is waiting. */
+#define CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS (2ULL * 1000000000ULL)
+#define CONFIG_MAX_EXIT_FLUSH_TIMEOUT_NS (60ULL * 1000000000ULL)
 
 struct config {
-	bool enabled; /* DD_PROFILING_ENABLED, default true */
-	unsigned cpu_hz; /* DD_PROFILING_CPU_HZ, 1..10000, default 99 */
-	uint64_t upload_period_ns; /* DD_PROFILING_UPLOAD_PERIOD (s, decimals), >= 0.1 s */
+	bool enabled;			  /* DD_PROFILING_ENABLED, default true */
+	unsigned cpu_hz;		  /* DD_PROFILING_CPU_HZ, 1..10000, default 99 */
+	uint64_t upload_period_ns;	  /* DD_PROFILING_UPLOAD_PERIOD (s, decimals), >= 0.1 s */
 	char output_dir[CONFIG_PATH_MAX]; /* DD_PROFILING_OUTPUT_DIR, "" = no file export */
 	uint64_t max_memory; /* DD_PROFILING_MAX_MEMORY, bytes; suffixes K, M, G (and KiB..) */
 	int signal; /* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else signo */
-	enum log_level log_level; /* DD_PROFILING_LOG_LEVEL: error|warn(ing)|info|debug */
+	enum log_level log_level;     /* DD_PROFILING_LOG_LEVEL: error|warn(ing)|info|debug */
 	char service[CONFIG_TAG_MAX]; /* DD_SERVICE */
-	char env[CONFIG_TAG_MAX]; /* DD_ENV */
+	char env[CONFIG_TAG_MAX];     /* DD_ENV */
 	char version[CONFIG_TAG_MAX]; /* DD_VERSION */
-	char tags[CONFIG_TAGS_MAX]; /* DD_TAGS, normalized to "k:v,k:v" */
+	char tags[CONFIG_TAGS_MAX];   /* DD_TAGS, normalized to "k:v,k:v" */
+
+	/*
+	 * Exporters (several may be on; see the rule below). Secrets (api_key,
+	 * pyroscope_token, pyroscope_password) are never logged, quoted in a warning or
+	 * written to a file.
+	 * Rule: the Datadog agent exporter is on when DD_TRACE_AGENT_URL, DD_AGENT_HOST or
+	 * DD_TRACE_AGENT_PORT is set, or else when no other destination is asked for (no
+	 * DD_PROFILING_OUTPUT_DIR, no PYROSCOPE_SERVER_ADDRESS, no
+	 * DD_PROFILING_AGENTLESS=true), as in every Datadog library. Agentless is on with
+	 * DD_PROFILING_AGENTLESS=true and a usable DD_API_KEY and https URL; when it is
+	 * asked for but unusable, one warning says why and no Datadog exporter runs.
+	 */
+	bool export_agent;
+	bool export_agentless;
+	bool export_pyroscope; /* PYROSCOPE_SERVER_ADDRESS set and valid */
+	/* DD_TRACE_AGENT_URL (http://, https:// or unix:///path), else
+	 * http://DD_AGENT_HOST:DD_TRACE_AGENT_PORT; no trailing '/'. */
+	char agent_url[CONFIG_URL_MAX];
+	/* DD_PROFILING_AGENTLESS_URL (https only, for tests and proxies), else
+	 * https://intake.profile.DD_SITE/api/v2/profile. */
+	char agentless_url[CONFIG_URL_MAX];
+	char api_key[CONFIG_SECRET_MAX];	 /* DD_API_KEY */
+	char site[CONFIG_TAG_MAX];		 /* DD_SITE, default datadoghq.com */
+	uint64_t upload_timeout_ns;		 /* DD_PROFILING_UPLOAD_TIMEOUT (s), per request */
+	uint64_t exit_flush_timeout_ns;		 /* DD_PROFILING_EXIT_FLUSH_TIMEOUT (s), 0..60 */
+	char pyroscope_url[CONFIG_URL_MAX];	 /* PYROSCOPE_SERVER_ADDRESS, no trailing '/' */
+	char pyroscope_app[CONFIG_TAG_MAX];	 /* PYROSCOPE_APPLICATION_NAME ("" = default) */
+	char pyroscope_token[CONFIG_SECRET_MAX]; /* PYROSCOPE_AUTH_TOKEN */
+	char pyroscope_user[CONFIG_TAG_MAX];	 /* PYROSCOPE_BASIC_AUTH_USER */
+	char pyroscope_password[CONFIG_SECRET_MAX]; /* PYROSCOPE_BASIC_AUTH_PASSWORD */
+	char pyroscope_tenant[CONFIG_TAG_MAX];	    /* PYROSCOPE_TENANT_ID */
+	char pyroscope_tags[CONFIG_TAGS_MAX];	    /* PYROSCOPE_TAGS, normalized to "k:v,k:v" */
 };
 
 /* Source of variables: getenv in production, a table in tests. Pass NULL for the process
@@ -61,6 +106,9 @@ typedef const char *(*config_getenv_fn)(const char *name);
  * number of warnings given (0 when every value was valid).
  */
 int config_load(struct config *out, config_getenv_fn get);
+
+/* dst = src without a "user:password@" part (which may hold a secret), for logs. */
+const char *config_redact_url(char dst[CONFIG_URL_MAX], const char *src);
 
 /* Defaults only, no environment read. */
 void config_defaults(struct config *out);

@@ -66,8 +66,8 @@ static int file_send(struct exporter *e, const struct export_item *item)
 	char tmp[PATH_MAX], final[PATH_MAX];
 	int n1 = snprintf(final, sizeof(final), "%s/libddprof_%d_%06llu.pprof", fe->dir, item->pid,
 			  (unsigned long long)item->seq);
-	int n2 = snprintf(tmp, sizeof(tmp), "%s/.libddprof_%d_%06llu.pprof.tmp", fe->dir,
-			  item->pid, (unsigned long long)item->seq);
+	int n2 = snprintf(tmp, sizeof(tmp), "%s/.libddprof_%d_%06llu.pprof.tmp", fe->dir, item->pid,
+			  (unsigned long long)item->seq);
 	if (n1 >= (int)sizeof(final) || n2 >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	/* The directory may have been removed since start-up. */
@@ -116,6 +116,8 @@ struct exporter *export_file_new(const char *dir)
 		return NULL;
 	}
 	fe->base.name = "file";
+	snprintf(fe->base.label, sizeof(fe->base.label), "file (%s)", dir);
+	ratelimit_init(&fe->base.warn, RATELIMIT_DEFAULT_INTERVAL_NS);
 	fe->base.send = file_send;
 	fe->base.destroy = file_destroy;
 	return &fe->base;

@@ -1,10 +1,15 @@
 /*
  * exporter.h - where serialized profiles go.
  *
- * An exporter receives each gzip pprof with its time bounds. The file exporter is the
- * first; the HTTP exporters (Datadog agent, agentless, Pyroscope) implement the same
- * interface. Exporters run one after another on the uploader thread.
- * Context: uploader thread only.
+ * An exporter receives each gzip pprof with its time bounds. Two shapes:
+ *  - synchronous (file): send() delivers the profile itself;
+ *  - HTTP (Datadog agent, agentless, Pyroscope): prepare() describes one request (URL,
+ *    headers, multipart body) and http_send.c sends every exporter's request side by
+ *    side, with retries, within the period.
+ * Exporters are made once by uploader_start (configuration only: no I/O, no libcurl)
+ * and never change afterwards except for what prepare() fills for the profile at hand
+ * and their warning rate limiter, so a fork child can go on using them.
+ * Context: uploader thread only (creation: uploader_start, in the constructor).
  */
 #ifndef DDPROF_UPLOADER_EXPORTER_H
 #define DDPROF_UPLOADER_EXPORTER_H
@@ -12,22 +17,50 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/config.h"
+#include "common/pb_writer.h"
+#include "uploader/http_send.h"
+#include "uploader/ratelimit.h"
+
+#define EXPORT_RUNTIME_ID_MAX 37 /* UUID text + NUL */
+#define EXPORT_LABEL_MAX (CONFIG_URL_MAX + 32)
+
 struct export_item {
 	const uint8_t *pprof_gz; /* not owned */
 	size_t len;
 	uint64_t start_ns, end_ns; /* CLOCK_REALTIME bounds of the samples */
 	int pid;
-	uint64_t seq; /* 0, 1, 2... per process */
+	uint64_t seq;		/* 0, 1, 2... per process */
+	const char *runtime_id; /* this process's UUID (a fork child gets its own) */
 };
 
 struct exporter {
 	const char *name;
-	/* 0 or negative errno. */
+	/* For logs: name and URL without credentials. */
+	char label[EXPORT_LABEL_MAX];
+	/* Synchronous exporters: 0 or negative errno. NULL for HTTP exporters. */
 	int (*send)(struct exporter *e, const struct export_item *item);
+	/* HTTP exporters: fills *req for item, building the body into body (owned by the
+	 * caller, reused across profiles). Pointers in *req stay valid until the next
+	 * prepare. 0 or negative errno. NULL for synchronous exporters. */
+	int (*prepare)(struct exporter *e, const struct export_item *item, struct pb_buf *body,
+		       struct http_request *req);
 	void (*destroy)(struct exporter *e);
+	struct ratelimit warn; /* failure warnings of this exporter */
 };
 
 /* File exporter writing into dir (created 0700 if missing). NULL on failure (logged). */
 struct exporter *export_file_new(const char *dir);
+
+/* Datadog agent (agentless false) or agentless intake exporter for cfg (which must
+ * outlive it). NULL on failure (logged). Defined in export_datadog.c. */
+struct exporter *export_datadog_new(const struct config *cfg, int agentless);
+
+/* Grafana Pyroscope exporter for cfg (which must outlive it). Defined in
+ * export_pyroscope.c. */
+struct exporter *export_pyroscope_new(const struct config *cfg);
+
+/* The program's name: the default service and Pyroscope application name. */
+const char *export_program_name(void);
 
 #endif

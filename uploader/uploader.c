@@ -4,6 +4,12 @@
  * Context: the uploader thread runs upload_cycle; start/stop/flush are called from
  * application threads and only touch the control block under ctl.lock, which is never
  * held across serialization or I/O (so a fork's prepare handler can take it at once).
+ * Everything the thread needs for one profile (symbolizer, buffers, the libcurl client,
+ * the runtime id) lives in a struct upload_ctx on its own stack: a fork child's new
+ * thread builds its own and never sees the parent's libcurl handles.
+ * Memory for pending uploads: one gzip pprof plus one request body per HTTP exporter,
+ * reused every period. A profile is never kept past its period (no spool): what could
+ * not be delivered by then is dropped and counted.
  */
 #include "uploader.h"
 
@@ -21,20 +27,41 @@
 #include "agent/sampler.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "uploader/export_datadog.h"
 #include "uploader/exporter.h"
+#include "uploader/http_send.h"
 #include "uploader/pprof.h"
 
-#define MAX_EXPORTERS 4
+#define MAX_EXPORTERS 4 /* file, Datadog agent, agentless, Pyroscope */
 #define UPLOADER_THREAD_NAME "ddprof-upload"
+/* HTTP retries stop this fraction of a period before the next swap, so a failing
+ * intake never delays it (1/20: 3 s of a 60 s period, 50 ms of a 1 s one). */
+#define PERIOD_MARGIN_DIVISOR 20
+/* At exit the thread gives up this long before uploader_stop stops waiting, so that it
+ * has let go of libcurl by the time the process tears down (capped at half the flush
+ * timeout). */
+#define EXIT_GRACE_NS (100ULL * 1000000ULL)
 
 struct control {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool running;
-	bool stop; /* final upload, then exit */
-	bool done; /* thread has finished */
+	bool stop;		  /* final upload, then exit */
+	bool done;		  /* thread has finished */
+	bool final_counted;	  /* the thread has counted the final profile's outcome */
+	bool abandoned;		  /* uploader_stop gave up waiting and counted the drop itself */
 	uint64_t flush_requested; /* generation counters */
 	uint64_t flush_completed;
+};
+
+/* What one uploader thread owns (on its stack). */
+struct upload_ctx {
+	struct symbolizer *sym;
+	struct pb_buf gz;
+	struct pb_buf bodies[MAX_EXPORTERS];
+	struct http_client *http; /* made at the first HTTP export (loads libcurl) */
+	bool http_unavailable;	  /* libcurl could not be loaded: not tried again */
+	char runtime_id[EXPORT_RUNTIME_ID_MAX];
 };
 
 static struct control ctl;
@@ -44,9 +71,20 @@ static thread_create_fn up_create;
 static struct exporter *exporters[MAX_EXPORTERS];
 static size_t n_exporters;
 static uint64_t export_seq;
+/* CLOCK_MONOTONIC time at which the thread must give up on HTTP (exit flush); 0 = none.
+ * Set by uploader_stop, read by http_send_all between polls. */
+static _Atomic uint64_t exit_abort_ns;
+static bool atexit_registered, curl_atexit_registered;
 
 static _Atomic uint64_t st_exported, st_export_failures, st_serialize_failures, st_samples,
-	st_dropped, st_bytes, st_serialize_ns;
+    st_dropped, st_bytes, st_serialize_ns, st_uploads_ok, st_uploads_failed, st_uploads_dropped,
+    st_bytes_sent;
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+	/* Relaxed: independent counters, read only for diagnostics. */
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
 
 static void control_init(void)
 {
@@ -57,6 +95,7 @@ static void control_init(void)
 	pthread_cond_init(&ctl.cond, &ca);
 	pthread_condattr_destroy(&ca);
 	ctl.running = ctl.stop = ctl.done = false;
+	ctl.final_counted = ctl.abandoned = false;
 	ctl.flush_requested = ctl.flush_completed = 0;
 }
 
@@ -64,9 +103,8 @@ static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 
 {
 	const struct {
 		const char *key, *val;
-	} tags[] = { { "service", up_cfg->service },
-		     { "env", up_cfg->env },
-		     { "version", up_cfg->version } };
+	} tags[] = {
+	    {"service", up_cfg->service}, {"env", up_cfg->env}, {"version", up_cfg->version}};
 	for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
 		if (!tags[i].val[0])
 			continue;
@@ -79,64 +117,168 @@ static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 
 		meta->comments[meta->ncomments++] = up_cfg->tags;
 }
 
+static void uploader_atexit(void)
+{
+	uploader_stop(up_cfg ? up_cfg->exit_flush_timeout_ns
+			     : CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS);
+}
+
+/* libcurl's TLS library registers its exit cleanup when libcurl initializes; exit
+ * handlers run last-registered first, so registering ours again now makes the exit
+ * flush happen while TLS still works. */
+static void register_atexit_after_curl(void)
+{
+	if (curl_atexit_registered)
+		return;
+	curl_atexit_registered = true;
+	if (atexit(uploader_atexit) != 0)
+		log_debug("atexit failed; the exit flush runs from the destructor");
+}
+
+/* Outcome of one delivery, into the counters. */
+static void tally(bool ok, unsigned failed_attempts, uint64_t bytes_sent)
+{
+	count(ok ? &st_uploads_ok : &st_uploads_dropped, 1);
+	if (!ok)
+		count(&st_export_failures, 1);
+	count(&st_uploads_failed, failed_attempts);
+	count(&st_bytes_sent, bytes_sent);
+}
+
+/* Synchronous exporters (file). Returns whether it was delivered. */
+static bool send_sync(struct exporter *e, const struct export_item *item)
+{
+	int rc = e->send(e, item);
+	tally(rc == 0, rc == 0 ? 0 : 1, 0);
+	if (rc < 0 &&
+	    ratelimit_allow(&e->warn, HTTP_FAIL_SETUP, clock_now_ns(CLOCK_MONOTONIC), NULL))
+		log_warn("%s: cannot export the profile: %s", e->label, strerror(-rc));
+	return rc == 0;
+}
+
+/* Hands item to every exporter; HTTP ones until deadline (CLOCK_MONOTONIC). Returns the
+ * number of deliveries that succeeded. */
+static size_t export_all(struct upload_ctx *ctx, const struct export_item *item, bool final,
+			 uint64_t deadline)
+{
+	struct http_job jobs[MAX_EXPORTERS];
+	size_t njobs = 0, delivered = 0;
+	for (size_t i = 0; i < n_exporters; i++) {
+		struct exporter *e = exporters[i];
+		if (e->send) {
+			delivered += send_sync(e, item);
+			continue;
+		}
+		struct http_job *j = &jobs[njobs];
+		memset(j, 0, sizeof(*j));
+		int rc = e->prepare(e, item, &ctx->bodies[i], &j->req);
+		if (rc < 0) {
+			tally(false, 0, 0);
+			log_warn("%s: cannot build the request: %s", e->label, strerror(-rc));
+			continue;
+		}
+		j->label = e->label;
+		j->warn = &e->warn;
+		njobs++;
+	}
+	if (njobs == 0)
+		return delivered;
+	if (!ctx->http && !ctx->http_unavailable) {
+		ctx->http = http_client_new(up_cfg->upload_timeout_ns);
+		ctx->http_unavailable = ctx->http == NULL;
+		if (ctx->http)
+			register_atexit_after_curl();
+	}
+	if (!ctx->http) {
+		for (size_t i = 0; i < njobs; i++)
+			tally(false, 0, 0); /* libcurl missing: warned once by curl_api */
+		return delivered;
+	}
+	http_send_all(ctx->http, jobs, njobs, deadline, &exit_abort_ns, final);
+	for (size_t i = 0; i < njobs; i++) {
+		tally(jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
+		delivered += jobs[i].rc == 0;
+	}
+	return delivered;
+}
+
+/* The final profile's outcome is counted once: by the thread, or by uploader_stop if
+ * it gave up waiting first. Returns false when uploader_stop already counted it. */
+static bool claim_final_count(void)
+{
+	pthread_mutex_lock(&ctl.lock);
+	bool mine = !ctl.abandoned;
+	ctl.final_counted = true;
+	pthread_mutex_unlock(&ctl.lock);
+	return mine;
+}
+
+static void log_diagnostics(void)
+{
+	struct uploader_stats s;
+	if (log_get_level() < LOG_LEVEL_DEBUG)
+		return;
+	uploader_get_stats(&s);
+	log_debug("diagnostics: samples=%llu dropped_samples=%llu profiles_exported=%llu "
+		  "uploads_ok=%llu uploads_failed=%llu uploads_dropped=%llu bytes_sent=%llu",
+		  (unsigned long long)s.samples, (unsigned long long)s.dropped_samples,
+		  (unsigned long long)s.profiles_exported, (unsigned long long)s.uploads_ok,
+		  (unsigned long long)s.uploads_failed, (unsigned long long)s.uploads_dropped,
+		  (unsigned long long)s.bytes_sent);
+}
+
 /* Uploader thread: one swap, serialize, export. */
-static void upload_cycle(struct symbolizer *sym, struct pb_buf *gz)
+static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 {
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
 	struct profile *p = profiles_swap(up_profiles, now);
 	uint64_t samples = atomic_load_explicit(&p->samples, memory_order_relaxed);
 	if (samples > 0) {
 		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
-		struct pprof_meta meta = { .start_ns = p->start_ns,
-					   .end_ns = now,
-					   .period_ns = sampler_period_ns(),
-					   .pid = getpid() };
+		struct pprof_meta meta = {.start_ns = p->start_ns,
+					  .end_ns = now,
+					  .period_ns = sampler_period_ns(),
+					  .pid = getpid()};
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(&meta, comment_buf);
-		symbolizer_refresh(sym);
+		symbolizer_refresh(ctx->sym);
 		threads_refresh_names();
 		struct pprof_stats ps;
-		int rc = pprof_build(p, &meta, sym, gz, &ps);
+		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
 		atomic_store_explicit(&st_serialize_ns, clock_now_ns(CLOCK_MONOTONIC) - t0,
 				      memory_order_relaxed);
-		atomic_fetch_add_explicit(&st_samples, samples, memory_order_relaxed);
-		atomic_fetch_add_explicit(
-			&st_dropped,
-			atomic_load_explicit(&p->dropped_samples, memory_order_relaxed),
-			memory_order_relaxed);
+		count(&st_samples, samples);
+		count(&st_dropped, atomic_load_explicit(&p->dropped_samples, memory_order_relaxed));
 		if (rc < 0) {
-			atomic_fetch_add_explicit(&st_serialize_failures, 1,
-						  memory_order_relaxed);
+			count(&st_serialize_failures, 1);
 			log_warn("cannot serialize the profile: %s", strerror(-rc));
 		} else {
-			struct export_item item = { gz->data, gz->len, meta.start_ns, now,
-						    meta.pid, export_seq++ };
-			bool all_ok = true;
-			for (size_t i = 0; i < n_exporters; i++) {
-				int erc = exporters[i]->send(exporters[i], &item);
-				if (erc < 0) {
-					all_ok = false;
-					atomic_fetch_add_explicit(&st_export_failures, 1,
-								  memory_order_relaxed);
-					log_warn("%s exporter failed: %s", exporters[i]->name,
-						 strerror(-erc));
+			struct export_item item = {ctx->gz.data, ctx->gz.len,  meta.start_ns,  now,
+						   meta.pid,	 export_seq++, ctx->runtime_id};
+			size_t ok = export_all(ctx, &item, final, deadline);
+			if (!final || claim_final_count()) {
+				if (ok == n_exporters && n_exporters > 0) {
+					count(&st_exported, 1);
+					count(&st_bytes, ctx->gz.len);
 				}
 			}
-			if (all_ok && n_exporters > 0) {
-				atomic_fetch_add_explicit(&st_exported, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&st_bytes, gz->len,
-							  memory_order_relaxed);
-			}
 			log_debug("profile %llu: %llu samples, %zu stacks, %zu locations, "
-				  "%zu bytes gz",
+				  "%zu bytes gz, %zu/%zu exporters delivered",
 				  (unsigned long long)item.seq, (unsigned long long)samples,
-				  ps.samples, ps.locations, ps.gz_bytes);
+				  ps.samples, ps.locations, ps.gz_bytes, ok, n_exporters);
 		}
 	}
 	profile_reset(p);
 	/* After serialization: names of threads that ended this period were still
 	 * needed above. */
 	threads_reap();
+	log_diagnostics();
+}
+
+/* When this period's exports must be over: a margin before the next swap. */
+static uint64_t period_deadline(uint64_t next, uint64_t period)
+{
+	return next - period / PERIOD_MARGIN_DIVISOR;
 }
 
 static void *uploader_main(void *arg)
@@ -144,9 +286,13 @@ static void *uploader_main(void *arg)
 	(void)arg;
 	sampler_thread_mark_internal();
 	prctl(PR_SET_NAME, UPLOADER_THREAD_NAME);
-	struct symbolizer *sym = symbolizer_new();
-	struct pb_buf gz;
-	pb_init(&gz);
+	struct upload_ctx ctx;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.sym = symbolizer_new();
+	pb_init(&ctx.gz);
+	for (size_t i = 0; i < MAX_EXPORTERS; i++)
+		pb_init(&ctx.bodies[i]);
+	datadog_runtime_id_new(ctx.runtime_id);
 	uint64_t period = up_cfg->upload_period_ns;
 	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period;
 	pthread_mutex_lock(&ctl.lock);
@@ -160,12 +306,16 @@ static void *uploader_main(void *arg)
 		uint64_t flush_gen = ctl.flush_requested;
 		pthread_mutex_unlock(&ctl.lock);
 
-		if (sym)
-			upload_cycle(sym, &gz);
-
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
 		while (next <= now)
 			next += period; /* a missed period is skipped, not made up */
+		if (ctx.sym)
+			upload_cycle(&ctx, final,
+				     final ? UINT64_MAX : period_deadline(next, period));
+
+		now = clock_now_ns(CLOCK_MONOTONIC);
+		while (next <= now)
+			next += period;
 		pthread_mutex_lock(&ctl.lock);
 		ctl.flush_completed = flush_gen;
 		if (final) {
@@ -176,8 +326,12 @@ static void *uploader_main(void *arg)
 		pthread_cond_broadcast(&ctl.cond);
 	}
 	pthread_mutex_unlock(&ctl.lock);
-	pb_free(&gz);
-	symbolizer_free(sym);
+	/* The process is exiting: libcurl handles are left to it (cleaning them up could
+	 * race with the TLS library's own exit cleanup). */
+	pb_free(&ctx.gz);
+	for (size_t i = 0; i < MAX_EXPORTERS; i++)
+		pb_free(&ctx.bodies[i]);
+	symbolizer_free(ctx.sym);
 	return NULL;
 }
 
@@ -199,6 +353,12 @@ static int spawn_thread(void)
 	return -rc;
 }
 
+static void add_exporter(struct exporter *e)
+{
+	if (e && n_exporters < MAX_EXPORTERS)
+		exporters[n_exporters++] = e;
+}
+
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create)
 {
 	up_cfg = cfg;
@@ -206,14 +366,24 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 	up_create = create;
 	control_init();
 	n_exporters = 0;
-	if (cfg->output_dir[0]) {
-		struct exporter *e = export_file_new(cfg->output_dir);
-		if (e)
-			exporters[n_exporters++] = e;
-	}
+	/* Configuration only: no file, socket or library is opened here. */
+	if (cfg->output_dir[0])
+		add_exporter(export_file_new(cfg->output_dir));
+	if (cfg->export_agent)
+		add_exporter(export_datadog_new(cfg, false));
+	if (cfg->export_agentless)
+		add_exporter(export_datadog_new(cfg, true));
+	if (cfg->export_pyroscope)
+		add_exporter(export_pyroscope_new(cfg));
+	for (size_t i = 0; i < n_exporters; i++)
+		log_debug("exporter: %s", exporters[i]->label);
 	if (n_exporters == 0)
-		log_info("no exporter configured (set DD_PROFILING_OUTPUT_DIR): profiles are "
-			 "collected and discarded");
+		log_info("no exporter configured: profiles are collected and discarded");
+	if (!atexit_registered) {
+		/* Runs before the destructors (and after the app's later handlers). */
+		atexit_registered = true;
+		atexit(uploader_atexit);
+	}
 	return spawn_thread();
 }
 
@@ -244,11 +414,22 @@ void uploader_stop(uint64_t timeout_ns)
 {
 	pthread_mutex_lock(&ctl.lock);
 	if (ctl.running && !ctl.stop) {
+		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+		uint64_t grace = timeout_ns / 2 < EXIT_GRACE_NS ? timeout_ns / 2 : EXIT_GRACE_NS;
+		/* Relaxed: a lone deadline, read by the thread at its next poll; the
+		 * broadcast below (under the lock) wakes it if it is waiting instead. */
+		atomic_store_explicit(&exit_abort_ns, now + timeout_ns - grace,
+				      memory_order_relaxed);
 		ctl.stop = true;
 		pthread_cond_broadcast(&ctl.cond);
-		if (!wait_until(clock_now_ns(CLOCK_MONOTONIC) + timeout_ns, is_done, 0))
-			log_warn("the final profile was not written within %llu ms; dropped",
+		if (!wait_until(now + timeout_ns, is_done, 0) && !ctl.final_counted) {
+			ctl.abandoned = true;
+			count(&st_uploads_dropped, n_exporters);
+			count(&st_export_failures, n_exporters);
+			log_warn("the final profile was not exported within %llu ms "
+				 "(DD_PROFILING_EXIT_FLUSH_TIMEOUT); dropped",
 				 (unsigned long long)(timeout_ns / 1000000));
+		}
 	}
 	pthread_mutex_unlock(&ctl.lock);
 }
@@ -271,19 +452,25 @@ int uploader_flush(uint64_t timeout_ns)
 
 void uploader_get_stats(struct uploader_stats *out)
 {
+	/* Relaxed: each counter is read on its own; they need not agree with each other. */
 	out->profiles_exported = atomic_load_explicit(&st_exported, memory_order_relaxed);
 	out->export_failures = atomic_load_explicit(&st_export_failures, memory_order_relaxed);
 	out->serialize_failures =
-		atomic_load_explicit(&st_serialize_failures, memory_order_relaxed);
+	    atomic_load_explicit(&st_serialize_failures, memory_order_relaxed);
 	out->samples = atomic_load_explicit(&st_samples, memory_order_relaxed);
 	out->dropped_samples = atomic_load_explicit(&st_dropped, memory_order_relaxed);
 	out->bytes_exported = atomic_load_explicit(&st_bytes, memory_order_relaxed);
 	out->last_serialize_ns = atomic_load_explicit(&st_serialize_ns, memory_order_relaxed);
+	out->uploads_ok = atomic_load_explicit(&st_uploads_ok, memory_order_relaxed);
+	out->uploads_failed = atomic_load_explicit(&st_uploads_failed, memory_order_relaxed);
+	out->uploads_dropped = atomic_load_explicit(&st_uploads_dropped, memory_order_relaxed);
+	out->bytes_sent = atomic_load_explicit(&st_bytes_sent, memory_order_relaxed);
 }
 
 void uploader_atfork_prepare(void)
 {
-	/* Never held across I/O: this waits for at most a few instructions. */
+	/* Never held across I/O or serialization: this waits for at most a few
+	 * instructions, never for an upload in flight. */
 	pthread_mutex_lock(&ctl.lock);
 }
 
@@ -294,14 +481,22 @@ void uploader_atfork_parent(void)
 
 void uploader_atfork_child(void)
 {
+	static _Atomic uint64_t *const counters[] = {
+	    &st_exported,	 &st_export_failures, &st_serialize_failures, &st_samples,
+	    &st_dropped,	 &st_bytes,	      &st_uploads_ok,	      &st_uploads_failed,
+	    &st_uploads_dropped, &st_bytes_sent,
+	};
 	bool was_running = ctl.running && !ctl.stop;
 	/* Fresh control block: the old one's lock is held by this thread (prepare) and
 	 * its waiters live in the parent. */
 	control_init();
 	export_seq = 0;
-	atomic_store_explicit(&st_exported, 0, memory_order_relaxed);
-	atomic_store_explicit(&st_samples, 0, memory_order_relaxed);
-	atomic_store_explicit(&st_bytes, 0, memory_order_relaxed);
+	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+	/* The exporters' warning memory is the parent's: the child warns on its own. */
+	for (size_t i = 0; i < n_exporters; i++)
+		ratelimit_init(&exporters[i]->warn, RATELIMIT_DEFAULT_INTERVAL_NS);
 	if (was_running && spawn_thread() != 0)
 		log_warn("cannot start the uploader thread in the fork child %d", (int)getpid());
 }

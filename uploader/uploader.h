@@ -2,12 +2,20 @@
  * uploader.h - the background thread that turns profiles into exports each period.
  *
  * Owns: the uploader thread, its period clock, the red/black swap schedule, the
- * symbolizer and the exporters. Every period: swap, wait for handlers to leave the old
- * profile (profiles_swap), serialize it (pprof + gzip), hand it to each exporter,
- * reset it, and reap timers of ended threads. At process exit one final profile is
- * written if it holds samples, waiting at most a bounded time.
+ * symbolizer, the exporters (file, Datadog agent or agentless, Pyroscope; several at
+ * once) and the upload counters. Every period: swap, wait for handlers to leave the old
+ * profile (profiles_swap), serialize it (pprof + gzip), hand it to each exporter (HTTP
+ * ones side by side, retried until shortly before the next swap), reset it, and reap
+ * timers of ended threads.
+ * Exit: one final profile is exported if it holds samples, one attempt per HTTP
+ * exporter, waiting at most DD_PROFILING_EXIT_FLUSH_TIMEOUT; then it is dropped and
+ * counted. This runs from an atexit handler (registered at start, and again once
+ * libcurl is loaded so that it runs before the TLS library's own exit cleanup);
+ * uploader_stop from the destructor is then a no-op.
  * Context: start/stop/flush from application threads (normal context); the thread
- * itself is profiler-owned and never sampled; fork handlers.
+ * itself is profiler-owned and never sampled; fork handlers. No lock that the thread
+ * holds while serializing or on the network is ever taken by an application thread or
+ * by the fork prepare handler (only ctl.lock, held for a few instructions at a time).
  */
 #ifndef DDPROF_UPLOADER_UPLOADER_H
 #define DDPROF_UPLOADER_UPLOADER_H
@@ -20,23 +28,28 @@
 #include "common/config.h"
 
 /* The real pthread_create (the preload layer interposes the public one). */
-typedef int (*thread_create_fn)(pthread_t *t, const pthread_attr_t *attr,
-				void *(*fn)(void *), void *arg);
+typedef int (*thread_create_fn)(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+				void *arg);
 
 struct uploader_stats {
 	uint64_t profiles_exported; /* profiles every exporter accepted */
-	uint64_t export_failures; /* exporter calls that failed */
+	uint64_t export_failures;   /* deliveries (profile x exporter) that failed */
 	uint64_t serialize_failures;
-	uint64_t samples; /* samples in serialized profiles (incl. dropped) */
-	uint64_t dropped_samples; /* samples whose new stack was refused by the ceiling */
-	uint64_t bytes_exported;
+	uint64_t samples;	    /* samples in serialized profiles (incl. dropped) */
+	uint64_t dropped_samples;   /* samples whose new stack was refused by the ceiling */
+	uint64_t bytes_exported;    /* gzip pprof bytes of profiles every exporter accepted */
 	uint64_t last_serialize_ns; /* wall time of the last serialization */
+	uint64_t uploads_ok;	    /* deliveries (profile x exporter) accepted */
+	uint64_t uploads_failed;    /* attempts that failed, retried ones included */
+	uint64_t uploads_dropped;   /* deliveries given up: retries, 4xx, exit timeout */
+	uint64_t bytes_sent;	    /* HTTP request bytes written, every attempt */
 };
 
 /* Starts the thread. cfg and pp must outlive the uploader. 0 or negative errno. */
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
 
-/* Uploads what is pending and stops the thread, waiting at most timeout_ns. */
+/* Exports what is pending and stops the thread, waiting at most timeout_ns; past it the
+ * final profile is dropped and counted. Idempotent: only the first call waits. */
 void uploader_stop(uint64_t timeout_ns);
 
 /* Uploads what is pending now and waits for it (at most timeout_ns). 0, -ETIMEDOUT,
@@ -48,7 +61,8 @@ void uploader_get_stats(struct uploader_stats *out);
 void uploader_atfork_prepare(void);
 void uploader_atfork_parent(void);
 /* Fork child: the parent's thread does not exist here. Starts a fresh one that never
- * touches state the parent's uploader may have held. */
+ * touches state the parent's uploader may have held (its libcurl handles are simply
+ * forgotten: they belong to the parent's thread's stack). */
 void uploader_atfork_child(void);
 
 #endif
