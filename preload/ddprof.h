@@ -20,7 +20,7 @@ struct ddprof_diagnostics {
 	uint64_t samples; /* samples in exported or serialized profiles */
 	uint64_t dropped_samples; /* samples whose new stack exceeded the memory ceiling */
 	uint64_t profiles_exported; /* profiles accepted by every exporter */
-	uint64_t export_failures;
+	uint64_t export_failures; /* deliveries that failed for good */
 	uint64_t serialize_failures;
 	uint64_t bytes_exported;
 	uint64_t live_timers; /* threads being sampled now */
@@ -28,6 +28,13 @@ struct ddprof_diagnostics {
 	uint64_t foreign_signals; /* profiling signals not sent by our timers */
 	uint64_t active_profile_bytes; /* memory used by the profile being filled */
 	int signal; /* the signal used for sampling, 0 when not running */
+	/* Added with the HTTP exporters (callers built earlier pass a smaller size).
+	 * A delivery is one profile to one exporter (file, Datadog, Pyroscope). */
+	uint64_t uploads_ok; /* deliveries accepted (HTTP 2xx, file written) */
+	uint64_t uploads_failed; /* attempts that failed, including retried ones */
+	uint64_t uploads_dropped; /* deliveries given up: out of retries or time, 4xx,
+				   * exit flush timeout (also counted in export_failures) */
+	uint64_t bytes_sent; /* HTTP request bytes written, all attempts */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

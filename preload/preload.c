@@ -202,6 +202,10 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.foreign_signals = sampler_foreign_signals();
 		d.active_profile_bytes = region_used(&profiles_active(&profiles)->region);
 		d.signal = sampler_signal();
+		d.uploads_ok = us.uploads_ok;
+		d.uploads_failed = us.uploads_failed;
+		d.uploads_dropped = us.uploads_dropped;
+		d.bytes_sent = us.bytes_sent;
 	}
 	memset(out, 0, size);
 	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));
