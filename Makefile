@@ -22,8 +22,12 @@ UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 TOOL_LIB_SRCS := $(filter-out test/tools/pprof_dump.c,$(wildcard test/tools/*.c))
 TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-WORKLOAD_SRCS := $(filter-out test/workloads/early_thread.c,$(wildcard test/workloads/*.c))
-WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%)
+# Built with their own flags below: shared objects, and code without frame pointers.
+WORKLOAD_SPECIAL := test/workloads/early_thread.c test/workloads/libchurn.c \
+	test/workloads/omitfp_threads.c
+WORKLOAD_SRCS := $(filter-out $(WORKLOAD_SPECIAL),$(wildcard test/workloads/*.c))
+WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%) \
+	$(BUILD)/workloads/omitfp_threads $(BUILD)/workloads/libchurn.so
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
@@ -62,6 +66,17 @@ $(BUILD)/workloads/%: test/workloads/%.c
 	@echo "  CC      $@"
 	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-shrink-wrap -fno-optimize-sibling-calls -pthread -Wall -Werror $< -o $@ -lm
 
+# What most distribution binaries look like: no frame pointers, CFI only.
+$(BUILD)/workloads/omitfp_threads: test/workloads/omitfp_threads.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -O2 -g -fomit-frame-pointer -pthread -Wall -Werror $< -o $@
+
+$(BUILD)/workloads/libchurn.so: test/workloads/libchurn.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O2 -g -fomit-frame-pointer -Wall -Werror $< -o $@
+
 $(BUILD)/workloads/libearly_thread.so: test/workloads/early_thread.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
@@ -98,7 +113,7 @@ bench: deps
 	@bash scripts/bench
 
 format:
-	clang-format -i $(LIB_SRCS) $(wildcard */*.h) $(UNIT_SRCS) $(WORKLOAD_SRCS)
+	clang-format -i $(LIB_SRCS) $(wildcard */*.h) $(UNIT_SRCS) $(WORKLOAD_SRCS) $(WORKLOAD_SPECIAL)
 
 clean:
 	rm -rf $(BUILD)

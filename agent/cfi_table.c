@@ -336,9 +336,18 @@ struct frame_state {
 
 #define STATE_STACK_MAX 16
 
+/* The rows of one FDE: already in pc order, so sorting FDEs (10k in python3) and
+ * concatenating is much cheaper than sorting every row (64k). */
+struct chunk {
+	uint32_t pc; /* first row's pc */
+	uint32_t first, count;
+};
+
 struct row_buf {
 	struct cfi_row *rows;
 	size_t n, cap;
+	struct chunk *chunks;
+	size_t nchunks, capchunks;
 	uint64_t base;
 	uint32_t unsupported;
 	int err;
@@ -618,6 +627,24 @@ static void initial_state(const struct cie *cie, struct frame_state *st)
 	(void)cie;
 }
 
+static void add_chunk(struct row_buf *b, size_t first)
+{
+	if (b->err || b->n == first)
+		return;
+	if (b->nchunks == b->capchunks) {
+		size_t cap = b->capchunks ? b->capchunks * 2 : 256;
+		struct chunk *c = realloc(b->chunks, cap * sizeof(*c));
+		if (!c) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->chunks = c;
+		b->capchunks = cap;
+	}
+	b->chunks[b->nchunks++] =
+	    (struct chunk){b->rows[first].pc, (uint32_t)first, (uint32_t)(b->n - first)};
+}
+
 /* Parses every FDE of one section, emitting rows into b. Returns FDEs used. */
 static uint32_t parse_section(struct row_buf *b, const struct cfi_section *s, uint32_t *skipped,
 			      const struct cfi_row *cover, size_t ncover)
@@ -709,6 +736,7 @@ static uint32_t parse_section(struct row_buf *b, const struct cfi_section *s, ui
 		if (pg.loc < pg.end)
 			emit(b, pg.loc, &st, cie.signal, false);
 		emit(b, start + range, &st, false, true);
+		add_chunk(b, mark);
 		used++;
 		off = next;
 	}
@@ -733,11 +761,46 @@ static bool same_rule(const struct cfi_row *a, const struct cfi_row *b)
 
 /* Sorts, keeps the last row of each pc (a real row over an end marker), turns end
  * markers into CFI_NONE rows and merges neighbours with equal rules. */
+static int chunk_cmp(const void *a, const void *b)
+{
+	const struct chunk *x = a, *y = b;
+	return x->pc < y->pc ? -1 : x->pc > y->pc;
+}
+
+/* Orders the rows by pc: FDE chunks sorted and concatenated, then a linear check (FDEs
+ * may overlap in bad input) with qsort of all rows as the fallback. */
+static void sort_rows(struct row_buf *b)
+{
+	struct cfi_row *sorted = b->nchunks > 1 ? malloc(b->n * sizeof(*sorted)) : NULL;
+	if (sorted) {
+		qsort(b->chunks, b->nchunks, sizeof(*b->chunks), chunk_cmp);
+		size_t w = 0;
+		for (size_t i = 0; i < b->nchunks; i++) {
+			memcpy(sorted + w, b->rows + b->chunks[i].first,
+			       b->chunks[i].count * sizeof(*sorted));
+			w += b->chunks[i].count;
+		}
+		if (w == b->n) {
+			free(b->rows);
+			b->rows = sorted;
+			b->cap = b->n;
+		} else {
+			free(sorted); /* rows outside chunks: cannot happen, but be safe */
+		}
+	}
+	for (size_t i = 1; i < b->n; i++) {
+		if (row_cmp(&b->rows[i - 1], &b->rows[i]) > 0) {
+			qsort(b->rows, b->n, sizeof(*b->rows), row_cmp);
+			break;
+		}
+	}
+}
+
 static void finish_rows(struct row_buf *b)
 {
 	if (b->n == 0)
 		return;
-	qsort(b->rows, b->n, sizeof(*b->rows), row_cmp);
+	sort_rows(b);
 	size_t w = 0;
 	for (size_t i = 0; i < b->n; i++) {
 		struct cfi_row r = b->rows[i];
@@ -763,6 +826,8 @@ static void finish_rows(struct row_buf *b)
 		first++;
 	memmove(b->rows, b->rows + first, (w - first) * sizeof(*b->rows));
 	b->n = w - first;
+	b->nchunks = 0;
+	add_chunk(b, 0); /* now one sorted run: later sections add their FDEs to it */
 }
 
 int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
@@ -792,11 +857,13 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 		used += parse_section(&b, &secs[i], &skipped, cover, ncover);
 	}
 	free(cover);
+	if (!b.err)
+		finish_rows(&b);
+	free(b.chunks);
 	if (b.err) {
 		free(b.rows);
 		return b.err;
 	}
-	finish_rows(&b);
 	if (used == 0 || b.n == 0) {
 		free(b.rows);
 		out->fdes_skipped = skipped;

@@ -18,8 +18,8 @@
 
 /* Synthetic pcs: never valid code addresses (the zero page is never mapped). */
 #define PC_TRUNCATED ((uintptr_t)1) /* "[truncated]": stack deeper than the limit */
-#define PC_UNKNOWN ((uintptr_t)2) /* "[unknown]": no pc could be read */
-#define PC_DROPPED ((uintptr_t)3) /* "[dropped]": stack refused past the ceiling */
+#define PC_UNKNOWN ((uintptr_t)2)   /* "[unknown]": no pc could be read */
+#define PC_DROPPED ((uintptr_t)3)   /* "[dropped]": stack refused past the ceiling */
 /* "[incomplete]": outermost slot of a stack whose walk stopped before a root frame
  * (_start, clone3...) because a caller could not be recovered. */
 #define PC_INCOMPLETE ((uintptr_t)4)
@@ -32,10 +32,31 @@ struct unwind_regs {
 	uintptr_t stack_hi; /* exclusive top of the thread's stack; 0 = unknown */
 };
 
+/* Unwinder statistics, per process (relaxed counters, any thread). */
+struct unwind_stats {
+	uint64_t walks;		/* stacks unwound with DWARF */
+	uint64_t complete;	/* reached a root frame (_start, clone3) */
+	uint64_t fp_steps;	/* frames recovered with frame pointers (no table for the pc) */
+	uint64_t cfi_steps;	/* frames recovered with CFI rows */
+	uint64_t signal_frames; /* signal trampolines crossed */
+	uint64_t guarded_reads; /* reads outside the thread's stack, via process_vm_readv */
+	uint64_t failed_reads;	/* reads refused (unmapped, or over the per-walk budget) */
+};
+
 /* Returns the number of pcs written (>= 1). async-signal-safe. */
 typedef uint32_t (*unwinder_fn)(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max);
 
 /* async-signal-safe. Follows the rbp chain. */
 uint32_t unwind_fp(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max);
+
+/*
+ * async-signal-safe. DWARF CFI unwinder (unwind_dwarf.c): looks each pc up in the
+ * module map (agent/modules.h), applies its CFI row, crosses signal frames, and falls
+ * back to the rbp chain where no table covers a pc. A stack that does not end in a
+ * root frame gets PC_INCOMPLETE as its outermost pc.
+ */
+uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max);
+
+void unwind_get_stats(struct unwind_stats *out);
 
 #endif

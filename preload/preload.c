@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/modules.h"
 #include "agent/profile.h"
 #include "agent/sampler.h"
 #include "agent/threads.h"
@@ -111,7 +112,81 @@ static void atfork_child(void)
 	/* A fresh profile: the parent's samples are the parent's to upload. */
 	profiles_reinit_after_fork(&profiles, clock_now_ns(CLOCK_REALTIME));
 	threads_atfork_child();
+	modules_atfork_child(real_pthread_create);
 	uploader_atfork_child();
+}
+
+/*
+ * dlopen/dlclose: a new or unloaded module changes the unwind tables.
+ *
+ * dlopen is caller-sensitive: glibc uses its return address to pick the caller's
+ * RUNPATH, $ORIGIN and link namespace. A C wrapper would make libddprof the caller, so
+ * dlopen is a small assembly stub that asks ddprof_dlopen_enter for the real function
+ * and jumps to it with the application's return address still on the stack. The
+ * module thread then rescans until the new module shows up (modules_notify_load).
+ * dlclose is not caller-sensitive: a plain wrapper notifies after it returns.
+ */
+typedef void *(*dlopen_fn)(const char *file, int mode);
+typedef int (*dlclose_fn)(void *handle);
+static dlopen_fn real_dlopen;
+static dlclose_fn real_dlclose;
+
+/* Called by the stub; returns the real dlopen. */
+__attribute__((used)) void *ddprof_dlopen_enter(void)
+{
+	dlopen_fn f = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE);
+	if (!f) {
+		f = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
+		/* Release pairs with the acquire above; every thread resolves the same. */
+		__atomic_store_n(&real_dlopen, f, __ATOMIC_RELEASE);
+	}
+	if (atomic_load_explicit(&agent_running, memory_order_acquire))
+		modules_notify_load();
+	return (void *)f;
+}
+
+/* x86-64: rdi/rsi (file, mode) kept across the call; 16-byte alignment at the call
+ * (entry rsp is 8 mod 16: two pushes and 8 more make it 0). If dlsym failed, NULL is
+ * returned to the caller as dlopen's failure. */
+__asm__(".text\n"
+	".globl dlopen\n"
+	".type dlopen, @function\n"
+	"dlopen:\n"
+	".cfi_startproc\n"
+	"push %rdi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"push %rsi\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"sub $8, %rsp\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"call ddprof_dlopen_enter\n"
+	"add $8, %rsp\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"pop %rsi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"pop %rdi\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"test %rax, %rax\n"
+	"jz 1f\n"
+	"jmp *%rax\n"
+	"1: ret\n"
+	".cfi_endproc\n"
+	".size dlopen, .-dlopen\n");
+
+DDPROF_EXPORT int dlclose(void *handle)
+{
+	dlclose_fn f = __atomic_load_n(&real_dlclose, __ATOMIC_ACQUIRE);
+	if (!f) {
+		f = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+		/* Release pairs with the acquire above. */
+		__atomic_store_n(&real_dlclose, f, __ATOMIC_RELEASE);
+		if (!f)
+			return -1;
+	}
+	int rc = f(handle);
+	if (rc == 0 && atomic_load_explicit(&agent_running, memory_order_acquire))
+		modules_notify();
+	return rc;
 }
 
 __attribute__((constructor)) static void ddprof_init(void)
@@ -131,7 +206,10 @@ __attribute__((constructor)) static void ddprof_init(void)
 		goto out;
 	}
 	uint64_t period_ns = NS_PER_SEC / cfg.cpu_hz;
-	int signo = sampler_init(&profiles, period_ns, cfg.signal, unwind_fp);
+	/* An empty module map first: until the tables are built, the DWARF unwinder
+	 * walks frame pointers. */
+	modules_init();
+	int signo = sampler_init(&profiles, period_ns, cfg.signal, unwind_dwarf);
 	if (signo < 0) {
 		log_error("no free signal for sampling; profiling disabled");
 		goto out;
@@ -149,6 +227,12 @@ __attribute__((constructor)) static void ddprof_init(void)
 	atomic_store_explicit(&agent_running, true, memory_order_release);
 	threads_start_self(getpid() == sampler_gettid());
 	threads_scan_existing();
+	/* Unwind tables are built by their own thread, off the application's path. */
+	rc = modules_start(real_pthread_create);
+	if (rc < 0)
+		log_warn("cannot start the module thread (%s); unwinding with frame pointers "
+			 "only",
+			 strerror(-rc));
 	rc = uploader_start(&cfg, &profiles, real_pthread_create);
 	if (rc < 0)
 		log_error("cannot start the uploader thread (%s); profiles will not be exported",

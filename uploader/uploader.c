@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "agent/modules.h"
 #include "agent/symbolizer.h"
 #include "agent/threads.h"
 #include "agent/sampler.h"
@@ -228,6 +229,19 @@ static void log_diagnostics(void)
 }
 
 /* Uploader thread: one swap, serialize, export. */
+
+/* Libraries dlclose'd since the last upload are gone from /proc/self/maps; their pcs
+ * in this profile are still named from the file (agent/modules.c keeps the list). */
+static void note_unloaded_modules(struct symbolizer *sym)
+{
+	struct retired_segment segs[32];
+	size_t n;
+	while ((n = modules_take_retired(segs, 32)) > 0)
+		for (size_t i = 0; i < n; i++)
+			symbolizer_note_module(sym, segs[i].path, segs[i].start, segs[i].end,
+					       segs[i].file_offset);
+}
+
 static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 {
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
@@ -242,6 +256,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(&meta, comment_buf);
 		symbolizer_refresh(ctx->sym);
+		note_unloaded_modules(ctx->sym);
 		threads_refresh_names();
 		struct pprof_stats ps;
 		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);

@@ -1,0 +1,604 @@
+/*
+ * modules.c - loaded modules, their CFI tables, and the map handlers search
+ * (see modules.h).
+ *
+ * This file is async-signal-safe in modules_enter, modules_exit and module_map_find
+ * (atomics and a binary search). Everything else runs in normal context: the
+ * "ddprof-modules" thread, tests, and the fork child handler.
+ *
+ * Locks: mod_lock serializes writers (the thread, tests) over the records and the
+ * publication; it is held while tables are built (file I/O), so no fork handler and no
+ * application thread ever takes it. ctl_lock guards the thread's wake-up flags and
+ * retired_lock the retired list; both are held only for a few stores.
+ */
+#include "modules.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/grace.h"
+#include "agent/sampler.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#define MAX_SEGS 4 /* executable PT_LOAD segments kept per module (1 in practice) */
+#define RESCAN_INTERVAL_NS (2ULL * NS_PER_SEC) /* catches libc's own dlopens */
+#define GRACE_TIMEOUT_NS (200ULL * 1000000ULL)
+#define RETIRED_MAX 256 /* unloaded segments kept for the symbolizer */
+#define STOP_TIMEOUT_NS (1ULL * NS_PER_SEC)
+/* After a dlopen starts, rescan every LOAD_POLL_NS until a new module appears, at most
+ * LOAD_POLLS times (a dlopen with many dependencies and constructors can take long). */
+#define LOAD_POLL_NS (2ULL * 1000000ULL)
+#define LOAD_POLLS 100
+
+struct module {
+	char *path; /* file read for CFI; vdso: its soname */
+	bool is_vdso;
+	uintptr_t bias;
+	size_t nsegs;
+	uintptr_t seg_start[MAX_SEGS], seg_end[MAX_SEGS], seg_off[MAX_SEGS];
+	struct cfi_table table;
+	bool built; /* tried; has_table says whether it worked */
+	bool has_table;
+	bool seen; /* found by the current scan */
+	uint64_t build_ns;
+};
+
+static pthread_mutex_t mod_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct module **mods;
+static size_t nmods, capmods;
+
+static struct module_map empty_map;
+static _Atomic(struct module_map *) cur_map = &empty_map;
+static struct grace mod_grace;
+
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ctl_cond;
+static bool ctl_stop, ctl_running;
+/* Rescans left while waiting for a dlopen to finish: set by any thread without the
+ * lock (relaxed: the thread re-reads it under ctl_lock after every wake-up). */
+static _Atomic unsigned load_polls;
+static _Atomic bool dirty;	       /* a dlclose returned: rescan at the next wake-up */
+static uint64_t notify_gen, ready_gen; /* ready_gen: last notify_gen fully built */
+static pthread_t ctl_thread;
+
+static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct retired_segment retired[RETIRED_MAX];
+static size_t nretired;
+
+static _Atomic uint64_t st_build_ns, st_build_failures, st_fdes_skipped, st_publications, st_leaked;
+
+/* ---------------------------------------------------------------- handler side */
+
+/* async-signal-safe */
+const struct module_map *modules_enter(unsigned *slot)
+{
+	*slot = grace_enter(&mod_grace);
+	/* Acquire pairs with publish()'s release store: the entries and tables of the map
+	 * are fully written before we read them. */
+	return atomic_load_explicit(&cur_map, memory_order_acquire);
+}
+
+/* async-signal-safe */
+void modules_exit(unsigned slot)
+{
+	grace_exit(&mod_grace, slot);
+}
+
+/* async-signal-safe */
+const struct module_entry *module_map_find(const struct module_map *m, uintptr_t pc)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct module_entry *e = &m->e[mid];
+		if (pc < e->start)
+			hi = mid;
+		else if (pc >= e->end)
+			lo = mid + 1;
+		else
+			return e;
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- scanning */
+
+struct found {
+	char path[PATH_MAX];
+	bool is_vdso;
+	uintptr_t bias;
+	size_t nsegs;
+	uintptr_t seg_start[MAX_SEGS], seg_end[MAX_SEGS], seg_off[MAX_SEGS];
+};
+
+struct scan {
+	struct found *f;
+	size_t n, cap;
+	uintptr_t vdso;
+	int err;
+};
+
+static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct scan *s = arg;
+	(void)size;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct found *f = realloc(s->f, cap * sizeof(*f));
+		if (!f) {
+			s->err = -ENOMEM;
+			return 1;
+		}
+		s->f = f;
+		s->cap = cap;
+	}
+	struct found *f = &s->f[s->n];
+	memset(f, 0, sizeof(*f));
+	f->bias = info->dlpi_addr;
+	for (int i = 0; i < info->dlpi_phnum && f->nsegs < MAX_SEGS; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || ph->p_memsz == 0)
+			continue;
+		f->seg_start[f->nsegs] = info->dlpi_addr + ph->p_vaddr;
+		f->seg_end[f->nsegs] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		f->seg_off[f->nsegs] = ph->p_offset;
+		f->nsegs++;
+	}
+	if (f->nsegs == 0)
+		return 0;
+	f->is_vdso = s->vdso && (uintptr_t)info->dlpi_phdr >= s->vdso &&
+		     (uintptr_t)info->dlpi_phdr - s->vdso < 4096;
+	const char *name = info->dlpi_name;
+	if (f->is_vdso) {
+		snprintf(f->path, sizeof(f->path), "[vdso]");
+	} else if (!name || !name[0]) {
+		if (s->n != 0)
+			return 0; /* only the first unnamed object is the executable */
+		ssize_t n = readlink("/proc/self/exe", f->path, sizeof(f->path) - 1);
+		if (n <= 0)
+			return 0;
+		f->path[n] = 0;
+	} else {
+		snprintf(f->path, sizeof(f->path), "%s", name);
+	}
+	s->n++;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- publication */
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct module_entry *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Publishes a map of the current records and frees what it replaces (and the tables
+ * in `dead`) once no handler can hold them. Called with mod_lock held. */
+static void publish(struct cfi_table *dead, size_t ndead)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < nmods; i++)
+		n += mods[i]->nsegs;
+	struct module_map *m = malloc(sizeof(*m) + n * sizeof(m->e[0]));
+	if (!m) {
+		log_warn("modules: out of memory publishing the module map");
+		return; /* the old map stays; dead tables are kept (leaked) */
+	}
+	m->n = 0;
+	for (size_t i = 0; i < nmods; i++) {
+		struct module *mod = mods[i];
+		for (size_t s = 0; s < mod->nsegs; s++)
+			m->e[m->n++] = (struct module_entry){
+			    .start = mod->seg_start[s],
+			    .end = mod->seg_end[s],
+			    .bias = mod->bias,
+			    .table = mod->has_table ? &mod->table : NULL,
+			    .mod = mod,
+			};
+	}
+	qsort(m->e, m->n, sizeof(m->e[0]), entry_cmp);
+	/* Release pairs with modules_enter's acquire load. */
+	struct module_map *old = atomic_exchange_explicit(&cur_map, m, memory_order_release);
+	atomic_fetch_add_explicit(&st_publications, 1, memory_order_relaxed);
+	if (!grace_wait(&mod_grace, GRACE_TIMEOUT_NS)) {
+		atomic_fetch_add_explicit(&st_leaked, 1 + ndead, memory_order_relaxed);
+		return;
+	}
+	if (old != &empty_map)
+		free(old);
+	for (size_t i = 0; i < ndead; i++)
+		cfi_table_free(&dead[i]);
+}
+
+static void retire(const struct module *mod)
+{
+	pthread_mutex_lock(&retired_lock);
+	for (size_t s = 0; s < mod->nsegs; s++) {
+		if (nretired == RETIRED_MAX)
+			memmove(retired, retired + 1, (RETIRED_MAX - 1) * sizeof(retired[0]));
+		else
+			nretired++;
+		struct retired_segment *r = &retired[nretired - 1];
+		snprintf(r->path, sizeof(r->path), "%s", mod->path);
+		r->start = mod->seg_start[s];
+		r->end = mod->seg_end[s];
+		r->file_offset = mod->seg_off[s];
+	}
+	pthread_mutex_unlock(&retired_lock);
+}
+
+size_t modules_take_retired(struct retired_segment *out, size_t max)
+{
+	pthread_mutex_lock(&retired_lock);
+	size_t n = nretired < max ? nretired : max;
+	memcpy(out, retired, n * sizeof(*out));
+	memmove(retired, retired + n, (nretired - n) * sizeof(*retired));
+	nretired -= n;
+	pthread_mutex_unlock(&retired_lock);
+	return n;
+}
+
+static void build_table(struct module *mod, uintptr_t vdso)
+{
+	uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
+	int rc;
+	if (mod->is_vdso) {
+		/* Read from memory (there is no file); a copy keeps libelf away from the
+		 * live mapping. Its size: the end of its highest segment. */
+		size_t len = 0;
+		for (size_t s = 0; s < mod->nsegs; s++)
+			if (mod->seg_end[s] - vdso > len)
+				len = mod->seg_end[s] - vdso;
+		/* The section headers (which libelf needs to find .eh_frame) sit past the
+		 * segment's end, still inside its last page. */
+		const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)vdso;
+		size_t page = (size_t)sysconf(_SC_PAGESIZE);
+		size_t mapped = (len + page - 1) & ~(page - 1);
+		size_t sh_end = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+		if (sh_end > len && sh_end <= mapped)
+			len = sh_end;
+		void *copy = len ? malloc(len) : NULL;
+		if (copy) {
+			memcpy(copy, (const void *)vdso, len);
+			rc = cfi_table_build_elf(NULL, copy, len, &mod->table);
+			free(copy);
+		} else {
+			rc = -ENOMEM;
+		}
+	} else {
+		rc = cfi_table_build_elf(mod->path, NULL, 0, &mod->table);
+	}
+	mod->built = true;
+	mod->has_table = rc == 0;
+	mod->build_ns = clock_now_ns(CLOCK_MONOTONIC) - t0;
+	atomic_fetch_add_explicit(&st_build_ns, mod->build_ns, memory_order_relaxed);
+	if (rc == 0) {
+		atomic_fetch_add_explicit(&st_fdes_skipped, mod->table.fdes_skipped,
+					  memory_order_relaxed);
+		log_debug("modules: %s: %zu unwind rows (%zu KiB) in %.2f ms", mod->path,
+			  mod->table.nrows, cfi_table_bytes(&mod->table) >> 10,
+			  (double)mod->build_ns / 1e6);
+	} else {
+		atomic_fetch_add_explicit(&st_build_failures, 1, memory_order_relaxed);
+		log_debug("modules: %s: no unwind table (%s); frame pointers only", mod->path,
+			  strerror(-rc));
+	}
+}
+
+static bool build_first(const struct module *m, size_t index)
+{
+	const char *base = strrchr(m->path, '/');
+	base = base ? base + 1 : m->path;
+	return index == 0 || strncmp(base, "libc.so", 7) == 0;
+}
+
+static struct module *module_new(const struct found *f)
+{
+	struct module *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->path = strdup(f->path);
+	if (!m->path) {
+		free(m);
+		return NULL;
+	}
+	m->is_vdso = f->is_vdso;
+	m->bias = f->bias;
+	m->nsegs = f->nsegs;
+	memcpy(m->seg_start, f->seg_start, sizeof(m->seg_start));
+	memcpy(m->seg_end, f->seg_end, sizeof(m->seg_end));
+	memcpy(m->seg_off, f->seg_off, sizeof(m->seg_off));
+	return m;
+}
+
+static bool same_module(const struct module *m, const struct found *f)
+{
+	return m->bias == f->bias && m->nsegs == f->nsegs && m->seg_start[0] == f->seg_start[0] &&
+	       m->seg_end[0] == f->seg_end[0] && strcmp(m->path, f->path) == 0;
+}
+
+static int refresh(bool *changed_out);
+
+int modules_refresh(void)
+{
+	bool changed;
+	return refresh(&changed);
+}
+
+static int refresh(bool *changed_out)
+{
+	struct scan s = {.vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
+	dl_iterate_phdr(scan_cb, &s);
+	if (s.err) {
+		free(s.f);
+		return s.err;
+	}
+	pthread_mutex_lock(&mod_lock);
+	for (size_t i = 0; i < nmods; i++)
+		mods[i]->seen = false;
+	bool changed = false;
+	for (size_t k = 0; k < s.n; k++) {
+		struct module *found = NULL;
+		for (size_t i = 0; i < nmods && !found; i++)
+			if (!mods[i]->seen && same_module(mods[i], &s.f[k]))
+				found = mods[i];
+		if (found) {
+			found->seen = true;
+			continue;
+		}
+		if (nmods == capmods) {
+			size_t cap = capmods ? capmods * 2 : 64;
+			struct module **m = realloc(mods, cap * sizeof(*m));
+			if (!m)
+				continue;
+			mods = m;
+			capmods = cap;
+		}
+		struct module *m = module_new(&s.f[k]);
+		if (!m)
+			continue;
+		m->seen = true;
+		mods[nmods++] = m;
+		changed = true;
+	}
+	/* Unloaded modules leave the map; their tables are freed after the grace. */
+	struct cfi_table *dead = NULL;
+	size_t ndead = 0;
+	size_t w = 0;
+	for (size_t i = 0; i < nmods; i++) {
+		struct module *m = mods[i];
+		if (m->seen) {
+			mods[w++] = m;
+			continue;
+		}
+		changed = true;
+		retire(m);
+		if (m->has_table) {
+			struct cfi_table *d = realloc(dead, (ndead + 1) * sizeof(*d));
+			if (d) {
+				dead = d;
+				dead[ndead++] = m->table;
+			}
+		}
+		free(m->path);
+		free(m);
+	}
+	nmods = w;
+	if (changed)
+		publish(dead, ndead);
+	free(dead);
+	/* Build missing tables one at a time, publishing after each: the executable and
+	 * libc first (where most samples land), then the rest in load order. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < nmods; i++) {
+			if (mods[i]->built || (pass == 0 && !build_first(mods[i], i)))
+				continue;
+			build_table(mods[i], s.vdso);
+			if (mods[i]->has_table)
+				publish(NULL, 0);
+		}
+	}
+	int n = (int)nmods;
+	pthread_mutex_unlock(&mod_lock);
+	free(s.f);
+	*changed_out = changed;
+	return n;
+}
+
+void modules_get_stats(struct modules_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&mod_lock);
+	out->modules = nmods;
+	for (size_t i = 0; i < nmods; i++) {
+		if (!mods[i]->has_table)
+			continue;
+		out->tables++;
+		out->table_bytes += cfi_table_bytes(&mods[i]->table);
+		out->rows += mods[i]->table.nrows;
+	}
+	pthread_mutex_unlock(&mod_lock);
+	out->build_ns = atomic_load_explicit(&st_build_ns, memory_order_relaxed);
+	out->build_failures = atomic_load_explicit(&st_build_failures, memory_order_relaxed);
+	out->fdes_skipped = atomic_load_explicit(&st_fdes_skipped, memory_order_relaxed);
+	out->publications = atomic_load_explicit(&st_publications, memory_order_relaxed);
+	out->leaked = atomic_load_explicit(&st_leaked, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- the thread */
+
+void modules_init(void)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ctl_cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static void *modules_thread(void *arg)
+{
+	(void)arg;
+	sampler_thread_mark_internal();
+	pthread_setname_np(pthread_self(), "ddprof-modules");
+	for (;;) {
+		pthread_mutex_lock(&ctl_lock);
+		uint64_t gen = notify_gen;
+		bool stop = ctl_stop;
+		pthread_mutex_unlock(&ctl_lock);
+		if (stop)
+			break;
+		bool changed = false;
+		refresh(&changed);
+		pthread_mutex_lock(&ctl_lock);
+		ready_gen = gen;
+		if (changed)
+			atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
+		pthread_cond_broadcast(&ctl_cond);
+		if (!ctl_stop && notify_gen == gen) {
+			uint64_t wait = RESCAN_INTERVAL_NS;
+			unsigned polls = atomic_load_explicit(&load_polls, memory_order_relaxed);
+			if (polls > 0 ||
+			    atomic_exchange_explicit(&dirty, false, memory_order_relaxed)) {
+				if (polls > 0)
+					atomic_fetch_sub_explicit(&load_polls, 1,
+								  memory_order_relaxed);
+				wait = LOAD_POLL_NS;
+			}
+			struct timespec ts =
+			    clock_ns_to_timespec(clock_now_ns(CLOCK_MONOTONIC) + wait);
+			pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts);
+		}
+		pthread_mutex_unlock(&ctl_lock);
+	}
+	return NULL;
+}
+
+int modules_start(modules_thread_create_fn create)
+{
+	pthread_mutex_lock(&ctl_lock);
+	ctl_stop = false;
+	notify_gen++;
+	pthread_mutex_unlock(&ctl_lock);
+	/* The thread never takes a profiling signal: it is never sampled, and a handler
+	 * must not run inside the writer side of the grace scheme. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = create(&ctl_thread, NULL, modules_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return -rc;
+	ctl_running = true;
+	return 0;
+}
+
+void modules_stop(void)
+{
+	if (!ctl_running)
+		return;
+	pthread_mutex_lock(&ctl_lock);
+	ctl_stop = true;
+	pthread_cond_broadcast(&ctl_cond);
+	pthread_mutex_unlock(&ctl_lock);
+	/* Bounded: the thread may be in the middle of a large table. */
+	struct timespec ts = clock_ns_to_timespec(clock_now_ns(CLOCK_REALTIME) + STOP_TIMEOUT_NS);
+	if (pthread_timedjoin_np(ctl_thread, NULL, &ts) == 0)
+		ctl_running = false;
+}
+
+/* Cheap on the application's path: a store, and a wake-up only when the thread sleeps
+ * its long interval (while it polls every LOAD_POLL_NS it sees the flags anyway). */
+void modules_notify(void)
+{
+	if (!ctl_running)
+		return;
+	atomic_store_explicit(&dirty, true, memory_order_relaxed);
+	if (atomic_load_explicit(&load_polls, memory_order_relaxed) > 0)
+		return;
+	pthread_mutex_lock(&ctl_lock);
+	notify_gen++;
+	pthread_cond_broadcast(&ctl_cond);
+	pthread_mutex_unlock(&ctl_lock);
+}
+
+void modules_notify_load(void)
+{
+	if (!ctl_running)
+		return;
+	if (atomic_exchange_explicit(&load_polls, LOAD_POLLS, memory_order_relaxed) > 0)
+		return; /* already polling */
+	pthread_mutex_lock(&ctl_lock);
+	notify_gen++;
+	pthread_cond_broadcast(&ctl_cond);
+	pthread_mutex_unlock(&ctl_lock);
+}
+
+int modules_wait_ready(uint64_t timeout_ns)
+{
+	if (!ctl_running)
+		return modules_refresh() < 0 ? -EIO : 0;
+	uint64_t deadline = clock_now_ns(CLOCK_MONOTONIC) + timeout_ns;
+	pthread_mutex_lock(&ctl_lock);
+	uint64_t want = ++notify_gen;
+	pthread_cond_broadcast(&ctl_cond);
+	int rc = 0;
+	while (ready_gen < want) {
+		struct timespec ts = clock_ns_to_timespec(deadline);
+		if (pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts) == ETIMEDOUT) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ctl_lock);
+	return rc;
+}
+
+/* Fork child: one thread, the forking one. The parent's modules thread is gone, maybe
+ * in the middle of a refresh holding mod_lock with records half-updated. The published
+ * map is always consistent (immutable once published), so the records are rebuilt from
+ * it; what the parent was building is forgotten (leaked) and built again. */
+void modules_atfork_child(modules_thread_create_fn create)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	mod_lock = fresh;
+	ctl_lock = fresh;
+	retired_lock = fresh;
+	modules_init();
+	grace_reset(&mod_grace);
+	nretired = 0; /* the parent's profile owns them */
+	atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
+	ctl_running = false;
+	ctl_stop = false;
+	const struct module_map *m = atomic_load_explicit(&cur_map, memory_order_relaxed);
+	struct module **fresh_mods = calloc(m->n ? m->n : 1, sizeof(*fresh_mods));
+	size_t n = 0;
+	for (size_t i = 0; fresh_mods && i < m->n; i++) {
+		struct module *mod = m->e[i].mod;
+		bool dup = false;
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = fresh_mods[k] == mod;
+		if (dup)
+			continue;
+		if (!m->e[i].table) {
+			mod->built = false; /* maybe half-built in the parent: again */
+			mod->has_table = false;
+		}
+		fresh_mods[n++] = mod;
+	}
+	mods = fresh_mods;
+	nmods = fresh_mods ? n : 0;
+	capmods = fresh_mods ? (m->n ? m->n : 1) : 0;
+	if (create)
+		modules_start(create);
+}

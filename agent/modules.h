@@ -1,0 +1,107 @@
+/*
+ * modules.h - the registry of loaded modules and their unwind tables.
+ *
+ * Owns: the list of loaded ELF modules (from dl_iterate_phdr: the executable, shared
+ * libraries, ld.so, the vdso), one CFI table per module built off the application's
+ * path by a background thread ("ddprof-modules"), and the immutable map the signal
+ * handler searches (executable segments sorted by address, each with its table).
+ *  - Publication: a new map is built privately and published with one release store;
+ *    handlers load it with acquire inside grace_enter/grace_exit. The old map and the
+ *    tables of unloaded modules are freed only after grace_wait says no handler can
+ *    still hold them (leaked and counted if a handler never leaves).
+ *  - Updates: at start, after every dlopen/dlclose (modules_notify, from the preload
+ *    layer), and every few seconds (libraries libc loads itself, e.g. NSS modules).
+ *    Tables are built one module at a time, the map republished after each, the
+ *    executable first, so early samples get DWARF unwinding as soon as possible.
+ *  - Unloaded modules are kept in a list for the symbolizer (modules_take_retired):
+ *    pcs sampled in a library that was dlclosed before the upload can still be named.
+ * Context: modules_enter/exit/find are async-signal-safe; everything else is normal
+ * context. Fork: the child keeps the parent's published map and tables (inherited
+ * memory, immutable) and starts its own thread (modules_atfork_child).
+ */
+#ifndef DDPROF_AGENT_MODULES_H
+#define DDPROF_AGENT_MODULES_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/cfi_table.h"
+
+struct module;
+
+/* One executable segment of a module, as the handler sees it. */
+struct module_entry {
+	uintptr_t start, end;	       /* runtime addresses, end exclusive */
+	uintptr_t bias;		       /* runtime address = link-time vaddr + bias */
+	const struct cfi_table *table; /* NULL: not built yet, or the module has no CFI */
+	struct module *mod;	       /* writer-side record (not for the handler) */
+};
+
+struct module_map {
+	size_t n;
+	struct module_entry e[]; /* sorted by start, non-overlapping */
+};
+
+/* async-signal-safe. The current map (never NULL once modules_init ran; may be
+ * empty); valid until modules_exit(slot). */
+const struct module_map *modules_enter(unsigned *slot);
+void modules_exit(unsigned slot);
+
+/* async-signal-safe. The segment holding pc, or NULL. */
+const struct module_entry *module_map_find(const struct module_map *m, uintptr_t pc);
+
+typedef int (*modules_thread_create_fn)(pthread_t *t, const pthread_attr_t *attr,
+					void *(*fn)(void *), void *arg);
+
+/* Publishes an empty map. Normal context, before any handler can run. */
+void modules_init(void);
+
+/* Starts the background thread (create: the real pthread_create). 0 or -errno. */
+int modules_start(modules_thread_create_fn create);
+
+/* Stops the thread (bounded wait). Tables stay published: handlers may still run. */
+void modules_stop(void);
+
+/* A dlclose returned: rescan now. Cheap; any thread, normal context. */
+void modules_notify(void);
+
+/* A dlopen is about to run (the module appears later): rescan now and keep rescanning
+ * every few milliseconds for a short while until something new shows up. */
+void modules_notify_load(void);
+
+/* Rescans now and builds every missing table, synchronously (the thread's body; tests).
+ * Returns the number of modules or a negative errno. */
+int modules_refresh(void);
+
+/* Waits until the thread has built the tables of every module loaded right now, at
+ * most timeout_ns. 0 or -ETIMEDOUT. For tests and benchmarks. */
+int modules_wait_ready(uint64_t timeout_ns);
+
+struct modules_stats {
+	uint64_t modules;     /* loaded now */
+	uint64_t tables;      /* of them, with a table */
+	uint64_t table_bytes; /* memory of all live tables */
+	uint64_t rows;
+	uint64_t build_ns;	 /* total time spent building tables */
+	uint64_t build_failures; /* modules whose CFI could not be read */
+	uint64_t fdes_skipped;
+	uint64_t publications; /* maps published */
+	uint64_t leaked;       /* maps/tables not freed because a handler never left */
+};
+void modules_get_stats(struct modules_stats *out);
+
+/* A module's executable segment that was unloaded, for the symbolizer. */
+struct retired_segment {
+	char path[256];
+	uintptr_t start, end, file_offset;
+};
+
+/* Moves up to max unloaded segments into out; returns how many. */
+size_t modules_take_retired(struct retired_segment *out, size_t max);
+
+/* Fork handlers. Prepare takes nothing that waits on I/O. */
+void modules_atfork_child(modules_thread_create_fn create);
+
+#endif

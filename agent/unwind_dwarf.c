@@ -1,0 +1,242 @@
+/*
+ * unwind_dwarf.c - DWARF CFI unwinder for the signal handler (x86-64 System V).
+ *
+ * This file is async-signal-safe: it runs inside the sampling signal handler. It reads
+ * the module map (agent/modules.h) inside a grace section, the immutable CFI tables,
+ * and the interrupted thread's memory; it calls nothing but process_vm_readv (a
+ * syscall) and allocates nothing.
+ *
+ * Per frame: find the module segment holding the pc (return addresses are looked up
+ * at pc - 1: a call may be a function's last instruction), find its CFI row, compute
+ * the CFA (SP or FP + offset, the PLT rule, or the signal frame's saved registers), read
+ * the return address at CFA - 8 and the caller's rbp where the row says it was saved.
+ * Where no table covers a pc (JIT code, a module whose table is still being built),
+ * one frame-pointer step instead. A walk that ends anywhere but a CFI root row (the
+ * return address column undefined: _start, clone3) gets PC_INCOMPLETE.
+ *
+ * Memory reads: inside [sp, stack_hi) of the thread's own stack the words are read
+ * directly (all of it is mapped: the stack grows down to sp). Anything else (a
+ * sigaltstack, a fiber stack, a wild pointer) goes through process_vm_readv on our own
+ * pid, which fails with EFAULT instead of faulting; at most GUARDED_READS_MAX of those
+ * per walk, so a corrupt stack costs microseconds, never the process.
+ */
+#include "unwind.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent/cfi_table.h"
+#include "agent/modules.h"
+
+#define GUARDED_READS_MAX 32
+
+static _Atomic uint64_t st_walks, st_complete, st_fp_steps, st_cfi_steps, st_signal_frames,
+    st_guarded_reads, st_failed_reads;
+
+struct walk {
+	uintptr_t lo, hi; /* directly readable: [lo, hi) of the thread's stack */
+	int guarded_left;
+	pid_t pid;
+	uint32_t fp_steps, cfi_steps, guarded, failed;
+};
+
+/* async-signal-safe */
+static bool read_word(struct walk *w, uintptr_t addr, uintptr_t *out)
+{
+	if (addr & (sizeof(uintptr_t) - 1)) {
+		w->failed++;
+		return false; /* saved registers are always 8-byte aligned */
+	}
+	if (addr >= w->lo && addr < w->hi && w->hi - addr >= sizeof(uintptr_t)) {
+		*out = *(const uintptr_t *)addr;
+		return true;
+	}
+	if (w->guarded_left <= 0 || addr < 4096) {
+		w->failed++;
+		return false;
+	}
+	w->guarded_left--;
+	w->guarded++;
+	struct iovec local = {out, sizeof(*out)};
+	struct iovec remote = {(void *)addr, sizeof(*out)};
+	if (w->pid == 0)
+		w->pid = (pid_t)syscall(SYS_getpid);
+	long n = syscall(SYS_process_vm_readv, w->pid, &local, 1UL, &remote, 1UL, 0UL);
+	if (n != (long)sizeof(*out)) {
+		w->failed++;
+		return false;
+	}
+	return true;
+}
+
+/* Registers of one frame. */
+struct frame {
+	uintptr_t pc, sp, fp;
+	bool fp_known;
+	bool exact_pc; /* leaf or interrupted by a signal: look up pc itself, not pc - 1 */
+};
+
+enum step { STEP_OK, STEP_ROOT, STEP_FAIL };
+
+/* One frame-pointer step: [fp] = caller's fp, [fp + 8] = return address. */
+/* async-signal-safe */
+static enum step step_fp(struct walk *w, struct frame *f)
+{
+	if (!f->fp_known || f->fp < f->sp || (f->fp & 7))
+		return STEP_FAIL;
+	uintptr_t next_fp, ra;
+	if (!read_word(w, f->fp, &next_fp) || !read_word(w, f->fp + 8, &ra))
+		return STEP_FAIL;
+	f->sp = f->fp + 16;
+	f->fp = next_fp;
+	f->pc = ra;
+	f->exact_pc = false;
+	w->fp_steps++;
+	return STEP_OK;
+}
+
+/* The kernel's rt_sigframe: when the handler returns into the restorer, sp points at
+ * the ucontext_t. */
+/* async-signal-safe */
+static enum step step_signal(struct walk *w, struct frame *f)
+{
+	uintptr_t uc = f->sp, pc, sp, fp;
+	if (!read_word(w, uc + offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP]), &pc) ||
+	    !read_word(w, uc + offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]), &sp) ||
+	    !read_word(w, uc + offsetof(ucontext_t, uc_mcontext.gregs[REG_RBP]), &fp))
+		return STEP_FAIL;
+	f->pc = pc;
+	f->sp = sp;
+	f->fp = fp;
+	f->fp_known = true;
+	f->exact_pc = true; /* the interrupted instruction, not a return address */
+	return STEP_OK;
+}
+
+/* async-signal-safe */
+static enum step step_cfi(struct walk *w, struct frame *f, const struct cfi_row *r)
+{
+	uintptr_t cfa;
+	switch (r->kind) {
+	case CFI_ROOT:
+		return STEP_ROOT;
+	case CFI_SIGNAL:
+		return step_signal(w, f);
+	case CFI_SP:
+		cfa = f->sp + (uintptr_t)(intptr_t)r->cfa_off;
+		break;
+	case CFI_FP:
+		if (!f->fp_known)
+			return STEP_FAIL;
+		cfa = f->fp + (uintptr_t)(intptr_t)r->cfa_off;
+		break;
+	case CFI_PLT:
+		cfa = f->sp + 8 + ((f->pc & 15) >= (uintptr_t)r->cfa_off ? 8 : 0);
+		break;
+	default:
+		return STEP_FAIL;
+	}
+	if (cfa <= f->sp)
+		return STEP_FAIL; /* the stack must unwind upwards: no loops */
+	uintptr_t ra;
+	if (!read_word(w, cfa - 8, &ra))
+		return STEP_FAIL;
+	if (r->fp_rule == CFI_FP_SAVED) {
+		uintptr_t fp;
+		if (!read_word(w, cfa + (uintptr_t)(intptr_t)r->fp_off, &fp))
+			return STEP_FAIL;
+		f->fp = fp;
+		f->fp_known = true;
+	} else if (r->fp_rule == CFI_FP_UNKNOWN) {
+		f->fp_known = false;
+	}
+	f->sp = cfa;
+	f->pc = ra;
+	f->exact_pc = false;
+	w->cfi_steps++;
+	return STEP_OK;
+}
+
+/* async-signal-safe */
+uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max)
+{
+	struct walk w = {
+	    .lo = regs->sp,
+	    .hi = regs->stack_hi,
+	    .guarded_left = GUARDED_READS_MAX,
+	};
+	if (w.hi <= w.lo)
+		w.lo = w.hi = 0; /* not on the thread's own stack: every read guarded */
+	struct frame f = {regs->pc, regs->sp, regs->fp, true, true};
+	uint32_t n = 0;
+	pcs[n++] = f.pc ? f.pc : PC_UNKNOWN;
+	bool root = false;
+	unsigned slot;
+	const struct module_map *map = modules_enter(&slot);
+	while (f.pc > PC_SYNTHETIC_MAX) {
+		uintptr_t lookup = f.exact_pc ? f.pc : f.pc - 1;
+		const struct module_entry *e = module_map_find(map, lookup);
+		const struct cfi_row *r =
+		    e && e->table ? cfi_table_find(e->table, lookup - e->bias) : NULL;
+		uintptr_t old_sp = f.sp;
+		enum step s = r ? step_cfi(&w, &f, r) : step_fp(&w, &f);
+		if (s == STEP_ROOT) {
+			root = true;
+			break;
+		}
+		if (s == STEP_FAIL || f.pc <= PC_SYNTHETIC_MAX)
+			break;
+		if (r && r->kind == CFI_SIGNAL) {
+			w.lo = w.hi = 0; /* maybe another stack now: guarded reads */
+			if (regs->stack_hi && f.sp >= regs->sp && f.sp < regs->stack_hi) {
+				w.lo = f.sp;
+				w.hi = regs->stack_hi;
+			}
+			atomic_fetch_add_explicit(&st_signal_frames, 1, memory_order_relaxed);
+		} else if (f.sp <= old_sp) {
+			break;
+		} else if (w.hi && f.sp > w.lo && f.sp <= w.hi) {
+			w.lo = f.sp; /* frames below the caller's sp are dead */
+		}
+		if (n >= max - 1) {
+			pcs[n++] = PC_TRUNCATED;
+			root = true; /* not incomplete: cut on purpose */
+			break;
+		}
+		pcs[n++] = f.pc;
+	}
+	modules_exit(slot);
+	if (!root && n < max)
+		pcs[n++] = PC_INCOMPLETE;
+	else if (!root)
+		pcs[max - 1] = PC_INCOMPLETE;
+	atomic_fetch_add_explicit(&st_walks, 1, memory_order_relaxed);
+	if (root)
+		atomic_fetch_add_explicit(&st_complete, 1, memory_order_relaxed);
+	if (w.fp_steps)
+		atomic_fetch_add_explicit(&st_fp_steps, w.fp_steps, memory_order_relaxed);
+	if (w.cfi_steps)
+		atomic_fetch_add_explicit(&st_cfi_steps, w.cfi_steps, memory_order_relaxed);
+	if (w.guarded)
+		atomic_fetch_add_explicit(&st_guarded_reads, w.guarded, memory_order_relaxed);
+	if (w.failed)
+		atomic_fetch_add_explicit(&st_failed_reads, w.failed, memory_order_relaxed);
+	return n;
+}
+
+void unwind_get_stats(struct unwind_stats *out)
+{
+	out->walks = atomic_load_explicit(&st_walks, memory_order_relaxed);
+	out->complete = atomic_load_explicit(&st_complete, memory_order_relaxed);
+	out->fp_steps = atomic_load_explicit(&st_fp_steps, memory_order_relaxed);
+	out->cfi_steps = atomic_load_explicit(&st_cfi_steps, memory_order_relaxed);
+	out->signal_frames = atomic_load_explicit(&st_signal_frames, memory_order_relaxed);
+	out->guarded_reads = atomic_load_explicit(&st_guarded_reads, memory_order_relaxed);
+	out->failed_reads = atomic_load_explicit(&st_failed_reads, memory_order_relaxed);
+}

@@ -1,0 +1,128 @@
+"""DWARF unwinding: complete stacks for code built without frame pointers.
+
+A stack is "rooted" when its outermost frame is where a process or thread begins
+(_start, __libc_start_main, clone, clone3, start_thread): nothing is missing below it.
+Stacks the unwinder could not finish end in "[incomplete]" and do not count as rooted.
+"""
+import os
+import re
+
+from itest import WORKLOADS, check, dump, go_pprof_top, profile_files, run_profiled, value_index
+
+ROOTS = {"_start", "__libc_start_main", "clone", "clone3", "start_thread"}
+PYTHON = "/usr/bin/python3"
+
+# A pure-Python CPU loop: recursion keeps several interpreter frames on the C stack.
+PY_LOOP = """
+import time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def spin(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        fib(18)
+spin(%s)
+print("cpu_seconds %%.6f" %% time.process_time())
+"""
+
+
+def stack_shares(profs, needles=()):
+    """(total ns, rooted ns, {needle: ns of stacks containing it}, outermost frames)."""
+    total = rooted = 0
+    found = {n: 0 for n in needles}
+    outer = {}
+    for p in profs:
+        ti = value_index(p, "cpu-time")
+        for st in p["stacks"]:
+            v = st["values"][ti]
+            fr = st["frames"]
+            total += v
+            last = fr[-1] if fr else ""
+            outer[last] = outer.get(last, 0) + v
+            if last in ROOTS:
+                rooted += v
+            for n in needles:
+                if n in fr:
+                    found[n] += v
+    return total, rooted, found, outer
+
+
+def top_outer(outer, total, k=6):
+    items = sorted(outer.items(), key=lambda kv: -kv[1])[:k]
+    return ", ".join("%s %.1f%%" % (name, 100.0 * v / max(total, 1)) for name, v in items)
+
+
+def test_python_stacks_are_rooted_and_show_the_interpreter(ctx):
+    """Debian's python3 (no frame pointers) at 1 kHz: >= 99% rooted, >= 90% in the eval loop."""
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        [PYTHON, "-c", PY_LOOP % "3.0"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+    check(rc == 0, "python exit %d: %s" % (rc, stderr))
+    files = profile_files(out)
+    check(files, "no profile written (stderr: %s)" % stderr)
+    profs = dump(files, stacks=True)
+    total, rooted, found, outer = stack_shares(profs, ["_PyEval_EvalFrameDefault"])
+    check(total > 0.9 * cpu * 1e9, "profile has %.2f s of %.2f s CPU" % (total / 1e9, cpu))
+    share = 100.0 * rooted / total
+    check(share >= 99.0, "only %.2f%% of cpu-time in rooted stacks (outermost: %s)"
+          % (share, top_outer(outer, total)))
+    eval_share = 100.0 * found["_PyEval_EvalFrameDefault"] / total
+    check(eval_share >= 90.0, "only %.1f%% of cpu-time has _PyEval_EvalFrameDefault"
+          % eval_share)
+    top = go_pprof_top(files[-1])
+    check("_PyEval_EvalFrameDefault" in top, "go tool pprof does not show the eval loop:\n%s"
+          % top)
+    return "cpu=%.2fs rooted=%.2f%% eval=%.1f%%" % (cpu, share, eval_share)
+
+
+def test_threads_without_frame_pointers_are_rooted(ctx):
+    """-O2 -fomit-frame-pointer, 4 threads at 1 kHz: >= 99% of cpu-time rooted."""
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "omitfp_threads"), "4", "1.5"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
+    profs = dump(profile_files(out), stacks=True)
+    total, rooted, found, outer = stack_shares(profs)
+    share = 100.0 * rooted / max(total, 1)
+    check(abs(total / 1e9 / cpu - 1) <= 0.05, "cpu-time %.2f s vs kernel %.2f s"
+          % (total / 1e9, cpu))
+    check(share >= 99.0, "only %.2f%% of cpu-time rooted (outermost: %s)"
+          % (share, top_outer(outer, total)))
+    # The whole chain is there: leaf, its recursive caller, the thread's function
+    # (omitfp_outer tail-calls omitfp_middle, so it leaves no frame of its own).
+    whole = 0
+    for p in profs:
+        ti = value_index(p, "cpu-time")
+        for st in p["stacks"]:
+            names = [re.sub(r"\..*$", "", f) for f in st["frames"]]
+            if (names and names[0] == "omitfp_leaf" and "omitfp_middle" in names
+                    and "worker" in names):
+                whole += st["values"][ti]
+    leaf = sum(st["values"][value_index(p, "cpu-time")] for p in profs for st in p["stacks"]
+               if st["frames"] and st["frames"][0].startswith("omitfp_leaf"))
+    check(leaf > 0.8 * total, "omitfp_leaf has only %.1f%% of cpu-time" % (100.0 * leaf / total))
+    check(whole >= 0.99 * leaf, "only %.1f%% of omitfp_leaf samples show the whole chain"
+          % (100.0 * whole / leaf))
+    return "cpu=%.2fs rooted=%.2f%% leaf-with-chain=%.1f%%" % (
+        cpu, share, 100.0 * whole / leaf)
+
+
+def test_dlopen_dlclose_churn(ctx):
+    """dlopen, burn 1 ms, dlclose, for 3 s at 1 kHz: no crash, the library is named."""
+    out = os.path.join(ctx.dir, "out")
+    lib = os.path.join(WORKLOADS, "libchurn.so")
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "dlopen_churn"), lib, "3"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+    check(rc == 0, "workload exit %d (signal %d): %s" % (rc, -rc if rc < 0 else 0, stderr))
+    m = re.search(r"rounds (\d+)", stdout)
+    check(m and int(m.group(1)) >= 1000, "only %s dlopen rounds" % (m and m.group(1)))
+    profs = dump(profile_files(out), stacks=True)
+    total, rooted, found, outer = stack_shares(profs, ["churn_burn"])
+    named = found["churn_burn"]
+    check(named >= 0.5 * total, "library functions hold %.1f%% of cpu-time"
+          % (100.0 * named / max(total, 1)))
+    return "rounds=%s cpu=%.2fs churn=%.1f%% rooted=%.1f%%" % (
+        m.group(1), cpu, 100.0 * named / total, 100.0 * rooted / total)

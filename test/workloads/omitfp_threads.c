@@ -1,0 +1,82 @@
+/*
+ * omitfp_threads.c - CPU work in code built without frame pointers (-O2
+ * -fomit-frame-pointer, see the Makefile): the stacks the DWARF unwinder must complete.
+ *
+ * usage: omitfp_threads THREADS SECONDS
+ * Each thread runs a small call tree (omitfp_outer -> omitfp_middle -> omitfp_leaf, with
+ * rbp used as a general register) until it has burned SECONDS of its own CPU time.
+ * Prints "cpu_seconds X" (process CPU time) at the end.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double seconds;
+
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* noinline + many live values: the compiler uses rbp as a scratch register. */
+__attribute__((noinline)) static uint64_t omitfp_leaf(uint64_t x, unsigned n)
+{
+	uint64_t a = x, b = x ^ 0x9e3779b97f4a7c15ULL, c = x * 3, d = x + 7, e = x >> 3, f = x << 5,
+		 g = ~x;
+	for (unsigned i = 0; i < n; i++) {
+		a = a * 6364136223846793005ULL + b;
+		b ^= a >> 17;
+		c += b * d;
+		d = (d << 7) | (d >> 57);
+		e ^= c + f;
+		f += e ^ g;
+		g = g * 31 + a;
+	}
+	return a ^ b ^ c ^ d ^ e ^ f ^ g;
+}
+
+__attribute__((noinline)) static uint64_t omitfp_middle(uint64_t x, unsigned depth)
+{
+	if (depth == 0)
+		return omitfp_leaf(x, 2000);
+	volatile char pad[64 * (depth & 3) + 16];
+	pad[0] = (char)x;
+	return omitfp_middle(x + depth, depth - 1) ^ (uint64_t)pad[0];
+}
+
+__attribute__((noinline)) static uint64_t omitfp_outer(uint64_t x)
+{
+	return omitfp_middle(x, 1 + (unsigned)(x % 6));
+}
+
+static void *worker(void *arg)
+{
+	uint64_t x = (uintptr_t)arg, acc = 0;
+	while (thread_cpu() < seconds) {
+		for (int i = 0; i < 32; i++)
+			acc += omitfp_outer(x++);
+	}
+	return (void *)(uintptr_t)(acc & 1);
+}
+
+int main(int argc, char **argv)
+{
+	int threads = argc > 1 ? atoi(argv[1]) : 4;
+	seconds = argc > 2 ? atof(argv[2]) : 1.0;
+	pthread_t t[64];
+	if (threads < 1 || threads > 64)
+		return 2;
+	for (int i = 0; i < threads; i++)
+		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+	for (int i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	printf("cpu_seconds %.6f\n", ts.tv_sec + ts.tv_nsec / 1e9);
+	return 0;
+}
