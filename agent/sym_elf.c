@@ -85,11 +85,14 @@ int sym_elf_read_info(const char *path, struct sym_elf_info *out)
 	out->entry = eh.e_entry;
 	out->is_program = eh.e_type == ET_EXEC;
 	size_t nph = 0;
-	if (elf_getphdrnum(e, &nph) == 0) {
+	int rc = elf_getphdrnum(e, &nph) == 0 ? 0 : -EINVAL;
+	if (rc == 0) {
 		for (size_t i = 0; i < nph; i++) {
 			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph))
-				continue;
+			if (!gelf_getphdr(e, (int)i, &ph)) {
+				rc = -EINVAL; /* past the end of the file */
+				break;
+			}
 			if (ph.p_type == PT_INTERP)
 				out->is_program = true;
 			if (ph.p_type == PT_LOAD && out->nloads < SYM_ELF_MAX_LOADS)
@@ -97,9 +100,11 @@ int sym_elf_read_info(const char *path, struct sym_elf_info *out)
 				    (struct sym_elf_load){ph.p_offset, ph.p_vaddr, ph.p_filesz};
 		}
 	}
+	if (out->nloads == 0)
+		rc = -EINVAL; /* nothing of it can be mapped: not a module */
 	read_build_id(e, out);
 	elf_close(e, fd);
-	return 0;
+	return rc;
 }
 
 /* Adds the function symbols of one symbol table section. */

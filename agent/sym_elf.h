@@ -32,7 +32,8 @@ struct sym_elf_info {
 	bool is_program; /* ET_EXEC, or has PT_INTERP (a PIE program): e_entry is _start */
 };
 
-/* Fills *out (zeroed first) from the file at path. 0, -errno of open, or -EINVAL. */
+/* Fills *out (zeroed first) from the file at path. 0, -errno of open, or -EINVAL (not
+ * ELF, unreadable program headers, no PT_LOAD; what could be read is kept). */
 int sym_elf_read_info(const char *path, struct sym_elf_info *out);
 
 /* Adds the function symbols of the file's .symtab and .dynsym to t (not finished).

@@ -361,6 +361,8 @@ static void module_symbols(struct symbolizer *s, struct module *m)
 	m->symbols_read = true;
 	struct sym_dwarf *dw = module_dwarf(s, m);
 	int rc = dw ? sym_dwarf_read_symbols(dw, &m->syms) : -ENOENT;
+	if (rc < 0 && dw)
+		s->st.errors++; /* every module has at least .dynsym: the file is damaged */
 	if (rc < 0) {
 		sym_table_free(&m->syms);
 		rc = sym_elf_read_symbols(m->path, &m->syms);
@@ -450,7 +452,8 @@ size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_addr
 		out[max - 1] = fr[n - 1];
 		return max;
 	}
-	memcpy(out, fr, n * sizeof(*out));
+	if (n)
+		memcpy(out, fr, n * sizeof(*out));
 	return n;
 }
 

@@ -7,6 +7,9 @@
  * Context: test tool built next to libddprof.so, never linked into it; decoding is done by
  * pprof_reader.c. Frames without a function name are named "[basename]+0xOFFSET" when
  * their location has a mapping (OFFSET in the mapped file) and "0xADDRESS" otherwise.
+ * A location with several Lines (inlined functions) gives several frames, innermost
+ * first; each frame's source position is "FILE:LINE" ("FILE" when the line is unknown,
+ * "" when the file is).
  */
 #include "test/tools/pprof_reader.h"
 
@@ -42,6 +45,7 @@ struct dump {
 	size_t *slots; /* name hash: 1 + agg index, 0 when empty */
 	size_t mask;
 	size_t *loc_frames; /* agg index of each frame, locations in order, innermost first */
+	char **loc_pos;	    /* "file:line" of each frame, parallel to loc_frames */
 	size_t *loc_start;  /* per location: first entry in loc_frames; [num_locations] = end */
 	int64_t *totals;
 };
@@ -101,6 +105,26 @@ static void location_name(const struct pprof_profile *p, const struct pprof_loca
 	snprintf(buf, size, "[%s]+0x%" PRIx64, *base ? base : "unknown", offset);
 }
 
+/* "file:line" of a frame (malloc'd): "file" without a line, "" without a file. */
+static char *frame_position(const struct pprof_profile *p, const struct pprof_function *f,
+			    int64_t line)
+{
+	const char *file = f ? pprof_str(p, f->filename) : NULL;
+	char *pos = NULL;
+	int rc;
+	if (!file || !*file)
+		rc = asprintf(&pos, "%s", "");
+	else if (line > 0)
+		rc = asprintf(&pos, "%s:%" PRId64, file, line);
+	else
+		rc = asprintf(&pos, "%s", file);
+	if (rc < 0) {
+		fprintf(stderr, "pprof-dump: out of memory\n");
+		exit(1);
+	}
+	return pos;
+}
+
 static void build_frames(struct dump *d)
 {
 	const struct pprof_profile *p = d->p;
@@ -115,6 +139,7 @@ static void build_frames(struct dump *d)
 	d->mask = cap - 1;
 	d->aggs = xcalloc(n, sizeof(*d->aggs));
 	d->loc_frames = xcalloc(n, sizeof(*d->loc_frames));
+	d->loc_pos = xcalloc(n, sizeof(*d->loc_pos));
 	d->loc_start = xcalloc(p->num_locations + 1, sizeof(*d->loc_start));
 	n = 0;
 	for (size_t i = 0; i < p->num_locations; i++) {
@@ -128,6 +153,8 @@ static void build_frames(struct dump *d)
 				snprintf(buf, sizeof(buf), "%s", pprof_str(p, f->name));
 			else
 				location_name(p, loc, buf, sizeof(buf));
+			d->loc_pos[n] =
+			    frame_position(p, f, j < loc->num_lines ? loc->lines[j].line : 0);
 			d->loc_frames[n++] = agg_get(d, buf);
 		}
 	}
@@ -169,6 +196,9 @@ static void dump_free(struct dump *d)
 	}
 	free(d->aggs);
 	free(d->slots);
+	for (size_t i = 0; d->loc_start && i < d->loc_start[d->p->num_locations]; i++)
+		free(d->loc_pos[i]);
+	free(d->loc_pos);
 	free(d->loc_frames);
 	free(d->loc_start);
 	free(d->totals);
@@ -350,6 +380,17 @@ static void json_stacks(struct dump *d)
 				json_str(d->aggs[d->loc_frames[f]].name);
 			}
 		}
+		fputs_unlocked("],\"lines\":[", stdout);
+		first = true;
+		for (size_t j = 0; j < s->num_location_ids; j++) {
+			size_t li = (size_t)(pprof_location(p, s->location_ids[j]) - p->locations);
+			for (size_t f = d->loc_start[li]; f < d->loc_start[li + 1]; f++) {
+				if (!first)
+					putchar_unlocked(',');
+				first = false;
+				json_str(d->loc_pos[f]);
+			}
+		}
 		fputs_unlocked("],\"values\":", stdout);
 		json_values(s->values, s->num_values);
 		fputs_unlocked(",\"labels\":{", stdout);
@@ -418,7 +459,11 @@ static void print_json(struct dump *d, bool stacks)
 		json_pstr(p, m->filename);
 		fputs_unlocked(",\"build_id\":", stdout);
 		json_pstr(p, m->build_id);
-		putchar_unlocked('}');
+		printf(",\"has_functions\":%s,\"has_filenames\":%s,\"has_line_numbers\":%s"
+		       ",\"has_inline_frames\":%s}",
+		       m->has_functions ? "true" : "false", m->has_filenames ? "true" : "false",
+		       m->has_line_numbers ? "true" : "false",
+		       m->has_inline_frames ? "true" : "false");
 	}
 	printf("],\"num_samples\":%zu,\"num_locations\":%zu,\"num_functions\":%zu}\n",
 	       p->num_samples, p->num_locations, p->num_functions);
@@ -504,7 +549,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: pprof-dump [--json] [--stacks] FILE...\n"
 		   "  Decodes pprof files (gzip-compressed or not) and prints a summary, or with\n"
 		   "  --json one JSON object per file and line; --stacks adds every sample's\n"
-		   "  frames (leaf first), values and labels to the JSON.\n");
+		   "  frames (leaf first, an inlined function as a frame of its own), their\n"
+		   "  source lines (\"file:line\"), values and labels to the JSON.\n");
 }
 
 int main(int argc, char **argv)

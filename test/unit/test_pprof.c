@@ -8,6 +8,7 @@
 #include "test/unit/check_run.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "agent/profile.h"
@@ -30,6 +31,35 @@ __attribute__((noinline)) int known_caller_function(int x)
 	return known_leaf_function(x) * 2;
 }
 
+/* Returns its return address: the pc of the call's line in its caller. */
+__attribute__((noinline)) void *pprof_test_return_address(void)
+{
+	void *ra = __builtin_return_address(0);
+	__asm__ volatile("" : "+r"(ra));
+	return ra;
+}
+
+static int leaf_line, host_line;
+
+static inline __attribute__((always_inline)) void *inlined_into_host(void)
+{
+	leaf_line = __LINE__ + 1;
+	void *pc = pprof_test_return_address();
+	__asm__ volatile("" ::: "memory");
+	return pc;
+}
+
+__attribute__((noinline)) void *inline_host_function(void)
+{
+	host_line = __LINE__ + 1;
+	void *pc = inlined_into_host();
+	__asm__ volatile("" ::: "memory");
+	return pc;
+}
+
+/* Through a volatile pointer: no interprocedural clone renames it. */
+static void *(*volatile inline_host_fn)(void) = inline_host_function;
+
 static struct profile_pair pp;
 static struct symbolizer *sym;
 
@@ -51,8 +81,8 @@ static void teardown(void)
 static void build_and_decode(struct pprof_profile *out, size_t *gz_len)
 {
 	struct profile *p = profiles_swap(&pp, 5000);
-	struct pprof_meta meta = { .start_ns = p->start_ns, .end_ns = 5000,
-				   .period_ns = PERIOD_NS, .pid = 4242 };
+	struct pprof_meta meta = {
+	    .start_ns = p->start_ns, .end_ns = 5000, .period_ns = PERIOD_NS, .pid = 4242};
 	meta.comments[meta.ncomments++] = "service:unit";
 	struct pb_buf gz;
 	pb_init(&gz);
@@ -89,7 +119,7 @@ static const struct pprof_label *label(const struct pprof_profile *prof,
 
 START_TEST(test_encoded_profile_has_cpu_sample_types_period_and_times)
 {
-	uintptr_t pcs[] = { (uintptr_t)known_leaf_function + 2 };
+	uintptr_t pcs[] = {(uintptr_t)known_leaf_function + 2};
 	profiles_record(&pp, 77, pcs, 1, PERIOD_NS);
 	struct pprof_profile prof;
 	build_and_decode(&prof, NULL);
@@ -112,9 +142,8 @@ END_TEST
 
 START_TEST(test_samples_keep_counts_weights_and_labels)
 {
-	uintptr_t a[] = { (uintptr_t)known_leaf_function + 2,
-			  (uintptr_t)known_caller_function + 8 };
-	uintptr_t b[] = { (uintptr_t)known_caller_function + 4 };
+	uintptr_t a[] = {(uintptr_t)known_leaf_function + 2, (uintptr_t)known_caller_function + 8};
+	uintptr_t b[] = {(uintptr_t)known_caller_function + 4};
 	for (int i = 0; i < 30; i++)
 		profiles_record(&pp, 11, a, 2, PERIOD_NS * 4); /* overrun 3 */
 	for (int i = 0; i < 10; i++)
@@ -154,7 +183,7 @@ START_TEST(test_return_address_at_function_end_names_the_caller)
 	/* A return address one past a function's last byte belongs to that function:
 	 * the encoder must look caller frames up at pc - 1. */
 	uintptr_t end = (uintptr_t)known_leaf_function; /* a call's return lands here... */
-	uintptr_t pcs[] = { (uintptr_t)known_caller_function + 1, end };
+	uintptr_t pcs[] = {(uintptr_t)known_caller_function + 1, end};
 	profiles_record(&pp, 1, pcs, 2, PERIOD_NS);
 	struct pprof_profile prof;
 	build_and_decode(&prof, NULL);
@@ -172,7 +201,7 @@ END_TEST
 
 START_TEST(test_locations_carry_the_module_mapping_with_build_id)
 {
-	uintptr_t pcs[] = { (uintptr_t)known_leaf_function + 2 };
+	uintptr_t pcs[] = {(uintptr_t)known_leaf_function + 2};
 	profiles_record(&pp, 1, pcs, 1, PERIOD_NS);
 	struct pprof_profile prof;
 	build_and_decode(&prof, NULL);
@@ -196,15 +225,15 @@ END_TEST
 
 START_TEST(test_truncated_and_unknown_frames_are_named)
 {
-	uintptr_t pcs[] = { PC_UNKNOWN, (uintptr_t)known_caller_function + 8, PC_TRUNCATED };
+	uintptr_t pcs[] = {PC_UNKNOWN, (uintptr_t)known_caller_function + 8, PC_TRUNCATED};
 	profiles_record(&pp, 1, pcs, 3, PERIOD_NS);
 	struct pprof_profile prof;
 	build_and_decode(&prof, NULL);
 	ck_assert_uint_eq(prof.samples[0].num_location_ids, 3);
-	const char *want[] = { "[unknown]", NULL, "[truncated]" };
+	const char *want[] = {"[unknown]", NULL, "[truncated]"};
 	for (int i = 0; i < 3; i += 2) {
 		const struct pprof_location *l =
-			pprof_location(&prof, prof.samples[0].location_ids[i]);
+		    pprof_location(&prof, prof.samples[0].location_ids[i]);
 		ck_assert_uint_eq(l->num_lines, 1);
 		ck_assert_uint_eq(l->mapping_id, 0);
 		const struct pprof_function *f = pprof_function(&prof, l->lines[0].function_id);
@@ -247,8 +276,7 @@ END_TEST
 
 START_TEST(test_identical_pcs_share_locations_and_functions)
 {
-	uintptr_t a[] = { (uintptr_t)known_leaf_function + 2,
-			  (uintptr_t)known_caller_function + 8 };
+	uintptr_t a[] = {(uintptr_t)known_leaf_function + 2, (uintptr_t)known_caller_function + 8};
 	for (int tid = 1; tid <= 50; tid++)
 		profiles_record(&pp, tid, a, 2, PERIOD_NS);
 	struct pprof_profile prof;
@@ -258,6 +286,98 @@ START_TEST(test_identical_pcs_share_locations_and_functions)
 	ck_assert_uint_eq(prof.num_locations, 2);
 	ck_assert_uint_eq(prof.num_functions, 2);
 	ck_assert_uint_eq(prof.num_mappings, 1);
+	pprof_free(&prof);
+}
+END_TEST
+
+static const char *function_name(const struct pprof_profile *prof, const struct pprof_line *l)
+{
+	const struct pprof_function *f = pprof_function(prof, l->function_id);
+	ck_assert_ptr_nonnull(f);
+	return pprof_str(prof, f->name);
+}
+
+static const char *function_file(const struct pprof_profile *prof, const struct pprof_line *l)
+{
+	return pprof_str(prof, pprof_function(prof, l->function_id)->filename);
+}
+
+START_TEST(test_inlined_function_is_a_line_of_its_own_location)
+{
+	/* The return address is a caller frame (index 1): looked up at pc - 1, the call. */
+	uintptr_t pcs[] = {(uintptr_t)known_leaf_function + 2, (uintptr_t)inline_host_fn()};
+	profiles_record(&pp, 1, pcs, 2, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	const struct pprof_location *l = pprof_location(&prof, prof.samples[0].location_ids[1]);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_uint_eq(l->address, pcs[1]);
+	ck_assert_msg(l->num_lines == 2, "%zu lines, expected the inlined function and its caller",
+		      l->num_lines);
+	ck_assert_str_eq(function_name(&prof, &l->lines[0]), "inlined_into_host");
+	ck_assert_int_eq(l->lines[0].line, leaf_line);
+	ck_assert_str_eq(function_name(&prof, &l->lines[1]), "inline_host_function");
+	ck_assert_int_eq(l->lines[1].line, host_line);
+	for (size_t i = 0; i < 2; i++) {
+		const char *file = function_file(&prof, &l->lines[i]);
+		ck_assert_msg(file && strstr(file, "test_pprof.c"), "function file %s", file);
+	}
+	const struct pprof_mapping *m = pprof_mapping(&prof, l->mapping_id);
+	ck_assert(m->has_functions && m->has_filenames && m->has_line_numbers &&
+		  m->has_inline_frames);
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_pcs_of_one_function_share_it)
+{
+	uintptr_t a[] = {(uintptr_t)known_leaf_function + 1};
+	uintptr_t b[] = {(uintptr_t)known_leaf_function + 4};
+	profiles_record(&pp, 1, a, 1, PERIOD_NS);
+	profiles_record(&pp, 1, b, 1, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	ck_assert_uint_eq(prof.num_locations, 2);
+	ck_assert_uint_eq(prof.num_functions, 1);
+	ck_assert_str_eq(pprof_str(&prof, prof.functions[0].name), "known_leaf_function");
+	ck_assert_ptr_nonnull(strstr(pprof_str(&prof, prof.functions[0].filename), "test_pprof.c"));
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_incomplete_frame_is_named)
+{
+	uintptr_t pcs[] = {(uintptr_t)known_leaf_function + 2, PC_INCOMPLETE};
+	profiles_record(&pp, 1, pcs, 2, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	const struct pprof_location *l = pprof_location(&prof, prof.samples[0].location_ids[1]);
+	ck_assert_uint_eq(l->num_lines, 1);
+	ck_assert_uint_eq(l->mapping_id, 0);
+	ck_assert_str_eq(function_name(&prof, &l->lines[0]), "[incomplete]");
+	pprof_free(&prof);
+}
+END_TEST
+
+START_TEST(test_unnamed_pc_keeps_mapping_and_address)
+{
+	/* The vdso: executable, mapped, no file to read: nothing names its pcs. */
+	uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+	if (!vdso)
+		return;
+	uintptr_t pcs[] = {vdso + 0x10};
+	profiles_record(&pp, 1, pcs, 1, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	const struct pprof_location *l = pprof_location(&prof, prof.samples[0].location_ids[0]);
+	ck_assert_uint_eq(l->num_lines, 0);
+	ck_assert_uint_eq(l->address, pcs[0]);
+	const struct pprof_mapping *m = pprof_mapping(&prof, l->mapping_id);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(pprof_str(&prof, m->filename), "[vdso]");
+	/* Nothing symbolized: a consumer may try (pprof re-reads such mappings only). */
+	ck_assert(!m->has_functions && !m->has_filenames && !m->has_line_numbers &&
+		  !m->has_inline_frames);
 	pprof_free(&prof);
 }
 END_TEST
@@ -274,6 +394,10 @@ int main(void)
 	tcase_add_test(tc, test_truncated_and_unknown_frames_are_named);
 	tcase_add_test(tc, test_stacks_past_the_ceiling_appear_as_dropped);
 	tcase_add_test(tc, test_identical_pcs_share_locations_and_functions);
+	tcase_add_test(tc, test_inlined_function_is_a_line_of_its_own_location);
+	tcase_add_test(tc, test_pcs_of_one_function_share_it);
+	tcase_add_test(tc, test_incomplete_frame_is_named);
+	tcase_add_test(tc, test_unnamed_pc_keeps_mapping_and_address);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
 }
