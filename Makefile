@@ -56,6 +56,36 @@ $(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
 	@$(CC) $(BASE_CFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ \
 		$(CHECK_LIBS) $(LIB_LDLIBS)
 
+# The symbolizer suite links a C++ object (demangling) and loads fixtures: a -g
+# library (noted after dlclose), its stripped twin, a stripped program (the _start rule).
+# Fixtures are -O0: no IPA clones renaming their functions.
+SYMFIX_DIR := $(BUILD)/test/symfix
+SYMFIX := $(SYMFIX_DIR)/libsymfix.so $(SYMFIX_DIR)/libsymfix_stripped.so \
+	$(SYMFIX_DIR)/symfix_stripped_exe
+$(BUILD)/test/test_symbolizer: test/unit/test_symbolizer.c $(SYMFIX_DIR)/symfix_cxx.o $(SYMFIX) \
+		$(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
+	@echo "  CC      $@"
+	@$(CC) $(BASE_CFLAGS) $< $(SYMFIX_DIR)/symfix_cxx.o $(TOOL_LIB_OBJS) \
+		$(BUILD)/libddprof_core.a -o $@ $(CHECK_LIBS) $(LIB_LDLIBS)
+
+$(SYMFIX_DIR)/symfix_cxx.o: test/unit/fixtures/symfix_cxx.cc
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $@"
+	@$(CXX) -O2 -g -fno-exceptions -fno-rtti -Wall -Werror -c $< -o $@
+
+$(SYMFIX_DIR)/libsymfix.so: test/unit/fixtures/symfix.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O0 -g -fvisibility=hidden -Wall -Werror $< -o $@
+
+$(SYMFIX_DIR)/libsymfix_stripped.so: $(SYMFIX_DIR)/libsymfix.so
+	@strip --strip-all -o $@ $<
+
+$(SYMFIX_DIR)/symfix_stripped_exe: test/unit/fixtures/symfix.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -O0 -s -DSYMFIX_MAIN -Wall -Werror $< -o $@
+
 $(BUILD)/pprof-dump: test/tools/pprof_dump.c $(TOOL_LIB_OBJS)
 	@echo "  CC      $@"
 	@$(CC) $(BASE_CFLAGS) $^ -o $@ -lz
