@@ -18,7 +18,9 @@
 
 #include "agent/threads.h"
 #include "agent/unwind.h"
+#include "common/clock.h"
 #include "common/hashmap.h"
+#include "common/log.h"
 
 /* profile.proto field numbers. */
 enum {
@@ -170,8 +172,10 @@ static uint64_t location_id(struct builder *b, uintptr_t pc, bool is_return)
 	if (pc <= PC_SYNTHETIC_MAX) {
 		fr[n++] = (struct sym_frame){synthetic_name(pc), NULL, 0};
 	} else {
+		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
 		m = symbolizer_find_mapping(b->sym, pc);
 		n = symbolizer_frames(b->sym, pc, is_return, fr, SYM_MAX_FRAMES);
+		b->st.symbolize_ns += clock_now_ns(CLOCK_MONOTONIC) - t0;
 	}
 	for (size_t i = 0; i < n; i++)
 		fids[i] = function_id(b, fr[i].function, fr[i].file);
@@ -349,6 +353,8 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 		return -ENOMEM;
 	}
 
+	struct symbolizer_stats s0, s1;
+	symbolizer_get_stats(sym, &s0);
 	trie_foreach(&p->trie, visit_node, &b);
 	uint64_t dropped = atomic_load_explicit(&p->dropped_samples, memory_order_relaxed);
 	if (dropped) {
@@ -384,6 +390,16 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 		rc = pprof_gzip(body.data, body.len, out);
 	b.st.raw_bytes = body.len;
 	b.st.gz_bytes = out->len;
+	symbolizer_get_stats(sym, &s1);
+	b.st.sym_cached = s1.cache_hits - s0.cache_hits;
+	b.st.sym_resolved = (s1.lookups - s0.lookups) - b.st.sym_cached;
+	b.st.sym_bytes = symbolizer_bytes(sym);
+	b.st.sym_cache_bytes = s1.cache_bytes;
+	log_debug("pprof: %zu locations symbolized in %.3f ms: %llu pcs resolved (%s), %llu "
+		  "cached; symbolizer %zu bytes, pc cache %zu bytes",
+		  b.st.locations, (double)b.st.symbolize_ns / 1e6,
+		  (unsigned long long)b.st.sym_resolved, s1.libdw ? "libdw" : "ELF symbols only",
+		  (unsigned long long)b.st.sym_cached, b.st.sym_bytes, b.st.sym_cache_bytes);
 	if (stats)
 		*stats = b.st;
 	pb_free(&body);

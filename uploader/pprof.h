@@ -34,11 +34,16 @@ struct pprof_meta {
 
 struct pprof_stats {
 	size_t samples, locations, functions, mappings, raw_bytes, gz_bytes;
+	/* Symbolization of this profile's locations: time spent in the symbolizer, pcs it
+	 * resolved (ELF/DWARF work) and pcs its cache answered; then its total size. */
+	uint64_t symbolize_ns, sym_resolved, sym_cached;
+	size_t sym_bytes, sym_cache_bytes;
 };
 
 /*
  * Encodes p into out (cleared first), gzip-compressed. sym is refreshed by the caller.
- * Returns 0 or a negative errno; stats (may be NULL) describe the result.
+ * Returns 0 or a negative errno; stats (may be NULL) describe the result, and a debug
+ * log line gives the symbolization figures.
  */
 int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct symbolizer *sym,
 		struct pb_buf *out, struct pprof_stats *stats);
