@@ -116,14 +116,17 @@ unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
-TSAN_TESTS := test_stack_trie test_profile_swap test_region
+TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules
 TSAN_CORE := common/log.c agent/region.c agent/stack_trie.c agent/profile.c
-tsan:
+# The module map's publication and grace period (plus what modules.c calls).
+TSAN_MODULES := agent/modules.c agent/grace.c agent/cfi_table.c agent/cfi_parse.c \
+	agent/sampler.c agent/stack_bounds.c
+tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
 	@set -e; for t in $(TSAN_TESTS); do \
 		clang -std=gnu11 -O1 -g -fsanitize=thread -pthread -D_GNU_SOURCE -I. \
-			-DDDPROF_TSAN=1 test/unit/$$t.c $(TSAN_CORE) -o $(BUILD)/tsan/$$t \
-			$(CHECK_LIBS); \
+			-DDDPROF_TSAN=1 test/unit/$$t.c $(TSAN_CORE) $(TSAN_MODULES) \
+			-o $(BUILD)/tsan/$$t $(CHECK_LIBS) -lelf -ldl; \
 	done
 	@bash scripts/run-unit --tsan $(addprefix $(BUILD)/tsan/,$(TSAN_TESTS))
 

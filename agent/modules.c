@@ -182,9 +182,17 @@ static int entry_cmp(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* Publishes a map of the current records and frees what it replaces (and the tables
- * in `dead`) once no handler can hold them. Called with mod_lock held. */
-static void publish(struct cfi_table *dead, size_t ndead)
+static void module_free(struct module *m)
+{
+	cfi_table_free(&m->table);
+	free(m->path);
+	free(m);
+}
+
+/* Publishes a map of the current records and frees what it replaces (and the unloaded
+ * modules in `dead`: the old map's entries point at their tables) once no handler can
+ * hold them. Called with mod_lock held. */
+static void publish(struct module **dead, size_t ndead)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < nmods; i++)
@@ -217,7 +225,7 @@ static void publish(struct cfi_table *dead, size_t ndead)
 	if (old != &empty_map)
 		free(old);
 	for (size_t i = 0; i < ndead; i++)
-		cfi_table_free(&dead[i]);
+		module_free(dead[i]);
 }
 
 static void retire(const struct module *mod)
@@ -372,7 +380,7 @@ static int refresh(bool *changed_out)
 		changed = true;
 	}
 	/* Unloaded modules leave the map; their tables are freed after the grace. */
-	struct cfi_table *dead = NULL;
+	struct module **dead = NULL;
 	size_t ndead = 0;
 	size_t w = 0;
 	for (size_t i = 0; i < nmods; i++) {
@@ -383,15 +391,11 @@ static int refresh(bool *changed_out)
 		}
 		changed = true;
 		retire(m);
-		if (m->has_table) {
-			struct cfi_table *d = realloc(dead, (ndead + 1) * sizeof(*d));
-			if (d) {
-				dead = d;
-				dead[ndead++] = m->table;
-			}
-		}
-		free(m->path);
-		free(m);
+		struct module **d = realloc(dead, (ndead + 1) * sizeof(*d));
+		if (d) {
+			dead = d;
+			dead[ndead++] = m;
+		} /* else leaked: freeing it now could pull it from under a handler */
 	}
 	nmods = w;
 	if (changed)

@@ -1,0 +1,249 @@
+/*
+ * test_unwind.c - the DWARF unwinder on real and synthetic stacks.
+ *
+ * Real stacks: recursion in functions with and without frame pointers, unwound from a
+ * getcontext at the bottom, must give every frame and end in a root; a signal handler
+ * must see through the signal frame into the interrupted function. Synthetic stacks:
+ * random words (fake return addresses into libc, wild frame pointers) must end the walk
+ * cleanly with [incomplete], never crash, and never read outside the given stack except
+ * through guarded reads.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "agent/modules.h"
+#include "agent/stack_bounds.h"
+#include "agent/unwind.h"
+#include "check_run.h"
+
+static uintptr_t pcs[UNWIND_MAX_DEPTH];
+static uint32_t npcs;
+static uintptr_t descend_ret; /* return address of the recursive call in descend_* */
+
+static void unwind_here(const ucontext_t *uc)
+{
+	struct stack_range r;
+	ck_assert(stack_bounds_self(true, &r));
+	struct unwind_regs regs = {
+	    .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+	    .sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+	    .fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+	    .stack_hi = r.hi,
+	};
+	npcs = unwind_dwarf(&regs, pcs, UNWIND_MAX_DEPTH);
+}
+
+static void setup(void)
+{
+	modules_init();
+	ck_assert_int_gt(modules_refresh(), 3); /* tables of every loaded module, now */
+}
+
+/* Without frame pointers: only CFI can find the callers. The volatile array keeps a
+ * frame of some size on the stack. */
+__attribute__((noinline, optimize("omit-frame-pointer"))) static int descend_nofp(int depth)
+{
+	volatile char pad[48];
+	pad[0] = (char)depth;
+	if (depth == 0) {
+		ucontext_t uc;
+		getcontext(&uc);
+		unwind_here(&uc);
+		return pad[0];
+	}
+	int r = descend_nofp(depth - 1);
+	if (depth == 1)
+		descend_ret = (uintptr_t)__builtin_return_address(0);
+	return r + pad[0];
+}
+
+__attribute__((noinline)) static int descend_fp(int depth)
+{
+	volatile char pad[48];
+	pad[0] = (char)depth;
+	if (depth == 0) {
+		ucontext_t uc;
+		getcontext(&uc);
+		unwind_here(&uc);
+		return pad[0];
+	}
+	int r = descend_fp(depth - 1);
+	if (depth == 1)
+		descend_ret = (uintptr_t)__builtin_return_address(0);
+	return r + pad[0];
+}
+
+static void check_recursion(int depth, const char *what)
+{
+	/* pcs: [getcontext's return in the leaf] [descend's return x depth] [test]... */
+	uint32_t same = 0;
+	for (uint32_t i = 0; i < npcs; i++)
+		same += pcs[i] == descend_ret;
+	ck_assert_msg(same == (uint32_t)depth, "%s: %u frames of the recursion, expected %d", what,
+		      same, depth);
+	ck_assert_msg(pcs[npcs - 1] > PC_SYNTHETIC_MAX,
+		      "%s: walk ended in synthetic pc %lu after %u frames", what,
+		      (unsigned long)pcs[npcs - 1], npcs);
+}
+
+START_TEST(recursion_without_frame_pointers)
+{
+	descend_nofp(20);
+	check_recursion(20, "no frame pointers");
+	struct unwind_stats st;
+	unwind_get_stats(&st);
+	ck_assert_uint_ge(st.cfi_steps, 20);
+}
+END_TEST
+
+START_TEST(recursion_with_frame_pointers)
+{
+	descend_fp(30);
+	check_recursion(30, "frame pointers");
+}
+END_TEST
+
+START_TEST(deep_stack_is_truncated_not_incomplete)
+{
+	descend_nofp(UNWIND_MAX_DEPTH + 20);
+	ck_assert_uint_eq(npcs, UNWIND_MAX_DEPTH);
+	ck_assert_uint_eq(pcs[npcs - 1], PC_TRUNCATED);
+}
+END_TEST
+
+/* A handler running on the thread's stack unwinds through the kernel's signal frame
+ * into the function that raised the signal. */
+static volatile sig_atomic_t in_raiser;
+static uintptr_t raiser_lo, raiser_hi;
+
+static void on_usr1(int sig, siginfo_t *si, void *ucv)
+{
+	(void)sig;
+	(void)si;
+	(void)ucv;
+	ucontext_t uc;
+	getcontext(&uc);
+	unwind_here(&uc);
+}
+
+__attribute__((noinline, optimize("omit-frame-pointer"))) static void raiser(void)
+{
+	in_raiser = 1;
+	raise(SIGUSR1);
+	in_raiser = 0;
+}
+
+__attribute__((noinline)) static void raiser_end(void)
+{
+	__asm__ volatile("");
+}
+
+START_TEST(through_a_signal_frame)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_usr1;
+	sa.sa_flags = SA_SIGINFO;
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	raiser_lo = (uintptr_t)raiser;
+	raiser_hi = (uintptr_t)raiser_end;
+	if (raiser_hi < raiser_lo) { /* the compiler may order them either way */
+		raiser_hi = raiser_lo + 64;
+	}
+	raiser();
+	struct unwind_stats st;
+	unwind_get_stats(&st);
+	ck_assert_uint_ge(st.signal_frames, 1);
+	bool found = false;
+	for (uint32_t i = 0; i < npcs; i++)
+		found |= pcs[i] > raiser_lo && pcs[i] <= raiser_hi;
+	ck_assert_msg(found, "raiser() not found among %u frames after the signal frame", npcs);
+	ck_assert(pcs[npcs - 1] > PC_SYNTHETIC_MAX); /* rooted, not incomplete */
+}
+END_TEST
+
+/* Random stack contents with pcs in libc (so CFI rows apply) and wild rbp values. */
+START_TEST(garbage_stacks_end_cleanly)
+{
+	enum { WORDS = 512 };
+	static uintptr_t fake[WORDS];
+	uintptr_t libc_pc = (uintptr_t)&memcpy;
+	unsigned seed = 777;
+	uint32_t incomplete = 0;
+	for (int iter = 0; iter < 20000; iter++) {
+		for (int i = 0; i < WORDS; i++) {
+			uint32_t r = (uint32_t)rand_r(&seed);
+			switch (r % 4) {
+			case 0:
+				fake[i] = libc_pc + (r % 0x100000); /* inside libc's code */
+				break;
+			case 1:
+				fake[i] = (uintptr_t)&fake[(r >> 3) % WORDS]; /* into the stack */
+				break;
+			case 2:
+				fake[i] = (uintptr_t)r << 20; /* wild, probably unmapped */
+				break;
+			default:
+				fake[i] = r;
+			}
+		}
+		struct unwind_regs regs = {
+		    .pc = libc_pc + (uint32_t)rand_r(&seed) % 0x100000,
+		    .sp = (uintptr_t)&fake[0],
+		    .fp = fake[1],
+		    .stack_hi = (uintptr_t)&fake[WORDS],
+		};
+		uint32_t n = unwind_dwarf(&regs, pcs, UNWIND_MAX_DEPTH);
+		ck_assert_uint_ge(n, 1);
+		ck_assert_uint_le(n, UNWIND_MAX_DEPTH);
+		incomplete += pcs[n - 1] == PC_INCOMPLETE;
+	}
+	/* Garbage almost never looks like a root frame. */
+	ck_assert_uint_ge(incomplete, 19000);
+	struct unwind_stats st;
+	unwind_get_stats(&st);
+	ck_assert_uint_gt(st.cfi_steps, 0);
+}
+END_TEST
+
+/* Without a known stack every read is guarded: a wild sp is survived. */
+START_TEST(unknown_stack_reads_are_guarded)
+{
+	struct unwind_regs regs = {
+	    .pc = (uintptr_t)&memcpy + 16,
+	    .sp = (uintptr_t)0x10000, /* unmapped */
+	    .fp = (uintptr_t)0x20000,
+	    .stack_hi = 0,
+	};
+	uint32_t n = unwind_dwarf(&regs, pcs, UNWIND_MAX_DEPTH);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(pcs[1], PC_INCOMPLETE);
+	struct unwind_stats st;
+	unwind_get_stats(&st);
+	ck_assert_uint_ge(st.failed_reads, 1);
+}
+END_TEST
+
+static Suite *unwind_suite(void)
+{
+	Suite *s = suite_create("unwind");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, recursion_without_frame_pointers);
+	tcase_add_test(tc, recursion_with_frame_pointers);
+	tcase_add_test(tc, deep_stack_is_truncated_not_incomplete);
+	tcase_add_test(tc, through_a_signal_frame);
+	tcase_add_test(tc, garbage_stacks_end_cleanly);
+	tcase_add_test(tc, unknown_stack_reads_are_guarded);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return check_run_suite(unwind_suite());
+}
