@@ -141,9 +141,16 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@bash scripts/demo
 
+$(BUILD)/bench/bench_handler: scripts/bench/bench_handler.c $(BUILD)/libddprof_core.a
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(BASE_CFLAGS) $< $(BUILD)/libddprof_core.a -o $@ $(LIB_LDLIBS)
+
+BENCH_BINS := $(BUILD)/bench/bench_handler
+
 bench: deps
-	@$(MAKE) --no-print-directory all
-	@bash scripts/bench
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@bash scripts/bench/run
 
 format:
 	clang-format -i $(LIB_SRCS) $(wildcard */*.h) $(UNIT_SRCS) $(WORKLOAD_SRCS) $(WORKLOAD_SPECIAL)

@@ -107,6 +107,23 @@ static void finish_rows(struct row_buf *b)
 	cfi_rows_add_chunk(b, 0); /* now one sorted run: later sections add their FDEs to it */
 }
 
+static void build_page_index(struct cfi_table *t)
+{
+	uint32_t npages = (t->rows[t->nrows - 1].pc >> CFI_PAGE_SHIFT) + 1;
+	uint32_t *page = malloc(npages * sizeof(*page));
+	if (!page)
+		return;
+	size_t r = 0;
+	for (uint32_t p = 0; p < npages; p++) {
+		uint32_t start = p << CFI_PAGE_SHIFT;
+		while (r + 1 < t->nrows && t->rows[r + 1].pc <= start)
+			r++;
+		page[p] = (uint32_t)r;
+	}
+	t->page = page;
+	t->npages = npages;
+}
+
 int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 		    struct cfi_table *out)
 {
@@ -149,6 +166,7 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 	struct cfi_row *exact = realloc(b.rows, b.n * sizeof(*b.rows));
 	out->rows = exact ? exact : b.rows;
 	out->nrows = b.n;
+	build_page_index(out); /* without it (ENOMEM) lookups search every row */
 	out->fdes = used;
 	out->fdes_skipped = skipped;
 	out->rows_unsupported = b.unsupported;
@@ -158,6 +176,7 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 void cfi_table_free(struct cfi_table *t)
 {
 	free(t->rows);
+	free(t->page);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -170,6 +189,15 @@ const struct cfi_row *cfi_table_find(const struct cfi_table *t, uint64_t vaddr)
 	size_t lo = 0, hi = t->nrows;
 	if (pc < t->rows[0].pc)
 		return NULL;
+	uint32_t p = pc >> CFI_PAGE_SHIFT;
+	if (t->page && p < t->npages) {
+		/* The answer lies in [page[p], page[p + 1]]: page[p] has pc <= pc. */
+		lo = t->page[p];
+		if (p + 1 < t->npages)
+			hi = (size_t)t->page[p + 1] + 1;
+	} else if (t->page) {
+		lo = t->nrows - 1; /* past the last page: the last row */
+	}
 	/* Last row with row.pc <= pc. */
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;

@@ -49,11 +49,18 @@ struct cfi_table {
 	uint64_t base;	      /* link-time vaddr that row pc 0 stands for */
 	struct cfi_row *rows; /* sorted by pc, no two neighbours with equal rules */
 	size_t nrows;
+	/* page[p]: the last row with pc <= p * CFI_PAGE (0 when none), p < npages. A
+	 * lookup binary-searches only the rows of one page: ~5 steps instead of ~16. */
+	uint32_t *page;
+	uint32_t npages;
 	/* Parse statistics: what was skipped and why, for diagnostics and tests. */
 	uint32_t fdes;		   /* FDEs turned into rows */
 	uint32_t fdes_skipped;	   /* malformed, unsupported encoding, out of range */
 	uint32_t rows_unsupported; /* rows with a rule we cannot evaluate */
 };
+
+#define CFI_PAGE_SHIFT 12
+#define CFI_PAGE (1u << CFI_PAGE_SHIFT)
 
 /* One section holding CFI: its bytes and the link-time vaddr of data[0] (used for
  * pc-relative pointers in .eh_frame). */
@@ -89,7 +96,7 @@ const struct cfi_row *cfi_table_find(const struct cfi_table *t, uint64_t vaddr);
 /* Bytes the rows take. */
 static inline size_t cfi_table_bytes(const struct cfi_table *t)
 {
-	return t->nrows * sizeof(struct cfi_row);
+	return t->nrows * sizeof(struct cfi_row) + t->npages * sizeof(uint32_t);
 }
 
 #endif
