@@ -35,6 +35,13 @@ struct ddprof_diagnostics {
 	uint64_t uploads_dropped; /* deliveries given up: out of retries or time, 4xx,
 				   * exit flush timeout (also counted in export_failures) */
 	uint64_t bytes_sent; /* HTTP request bytes written, all attempts */
+	/* Added with DWARF unwinding. */
+	uint64_t unwind_tables; /* loaded modules with a CFI unwind table */
+	uint64_t unwind_table_bytes; /* memory of those tables */
+	uint64_t unwind_table_build_ns; /* time the module thread spent building them */
+	uint64_t stacks_unwound; /* stacks walked by the DWARF unwinder */
+	uint64_t stacks_incomplete; /* of them, not ending in a root frame ([incomplete]) */
+	uint64_t unwind_fp_fallbacks; /* frames found by frame pointers (no table for pc) */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

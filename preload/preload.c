@@ -286,6 +286,16 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.foreign_signals = sampler_foreign_signals();
 		d.active_profile_bytes = region_used(&profiles_active(&profiles)->region);
 		d.signal = sampler_signal();
+		struct modules_stats ms;
+		modules_get_stats(&ms);
+		d.unwind_tables = ms.tables;
+		d.unwind_table_bytes = ms.table_bytes;
+		d.unwind_table_build_ns = ms.build_ns;
+		struct unwind_stats us2;
+		unwind_get_stats(&us2);
+		d.stacks_unwound = us2.walks;
+		d.stacks_incomplete = us2.walks - us2.complete;
+		d.unwind_fp_fallbacks = us2.fp_steps;
 		d.uploads_ok = us.uploads_ok;
 		d.uploads_failed = us.uploads_failed;
 		d.uploads_dropped = us.uploads_dropped;

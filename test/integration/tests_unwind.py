@@ -23,6 +23,20 @@ def spin(seconds):
         fib(18)
 spin(%s)
 print("cpu_seconds %%.6f" %% time.process_time())
+# The agent's diagnostics through its public C API (preload/ddprof.h).
+import ctypes
+U = ctypes.c_uint64
+class Diag(ctypes.Structure):
+    _fields_ = [(n, U) for n in ("samples", "dropped", "exported", "export_failures",
+                "serialize_failures", "bytes_exported", "live_timers", "timer_failures",
+                "foreign", "active_bytes")] + [("signal", ctypes.c_int)] + [
+                (n, U) for n in ("ok", "failed", "dropped_up", "sent", "tables",
+                "table_bytes", "build_ns", "unwound", "incomplete", "fp_fallbacks")]
+d = Diag()
+lib = ctypes.CDLL(None)
+if lib.ddprof_get_diagnostics(ctypes.byref(d), ctypes.sizeof(d)) == 0:
+    print("diag tables %%d bytes %%d build_ns %%d unwound %%d incomplete %%d" %% (
+        d.tables, d.table_bytes, d.build_ns, d.unwound, d.incomplete))
 """
 
 
@@ -70,10 +84,20 @@ def test_python_stacks_are_rooted_and_show_the_interpreter(ctx):
     eval_share = 100.0 * found["_PyEval_EvalFrameDefault"] / total
     check(eval_share >= 90.0, "only %.1f%% of cpu-time has _PyEval_EvalFrameDefault"
           % eval_share)
+    m = re.search(r"diag tables (\d+) bytes (\d+) build_ns (\d+) unwound (\d+) "
+                  r"incomplete (\d+)", stdout)
+    check(m, "no diagnostics line in %r" % stdout)
+    tables, tbytes, build_ns, unwound, incomplete = (int(x) for x in m.groups())
+    check(tables >= 3 and tbytes > 500000, "%d unwind tables of %d bytes reported"
+          % (tables, tbytes))
+    # One signal per kernel tick (250 Hz here) carrying the overruns: ~750 in 3 s.
+    check(unwound > 500 and incomplete <= 0.01 * unwound,
+          "diagnostics: %d of %d stacks incomplete" % (incomplete, unwound))
     top = go_pprof_top(files[-1])
     check("_PyEval_EvalFrameDefault" in top, "go tool pprof does not show the eval loop:\n%s"
           % top)
-    return "cpu=%.2fs rooted=%.2f%% eval=%.1f%%" % (cpu, share, eval_share)
+    return "cpu=%.2fs rooted=%.2f%% eval=%.1f%% tables=%d (%d KiB, built in %.1f ms)" % (
+        cpu, share, eval_share, tables, tbytes >> 10, build_ns / 1e6)
 
 
 def test_threads_without_frame_pointers_are_rooted(ctx):
