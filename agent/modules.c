@@ -71,6 +71,10 @@ static uint64_t notify_gen, ready_gen; /* ready_gen: last notify_gen fully built
 static pthread_t ctl_thread;
 
 static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held around dl_iterate_phdr only (microseconds of memory work), and by the fork
+ * prepare handler: a fork never happens while our thread holds the loader's lock, which
+ * the child would inherit locked. */
+static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct retired_segment retired[RETIRED_MAX];
 static size_t nretired;
 
@@ -163,10 +167,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	} else if (!name || !name[0]) {
 		if (s->n != 0)
 			return 0; /* only the first unnamed object is the executable */
-		ssize_t n = readlink("/proc/self/exe", f->path, sizeof(f->path) - 1);
-		if (n <= 0)
-			return 0;
-		f->path[n] = 0;
+		f->path[0] = 0;	  /* named by modules_refresh after the walk */
 	} else {
 		snprintf(f->path, sizeof(f->path), "%s", name);
 	}
@@ -568,6 +569,16 @@ int modules_wait_ready(uint64_t timeout_ns)
 	return rc;
 }
 
+void modules_atfork_prepare(void)
+{
+	pthread_mutex_lock(&scan_lock);
+}
+
+void modules_atfork_parent(void)
+{
+	pthread_mutex_unlock(&scan_lock);
+}
+
 /* Fork child: one thread, the forking one. The parent's modules thread is gone, maybe
  * in the middle of a refresh holding mod_lock with records half-updated. The published
  * map is always consistent (immutable once published), so the records are rebuilt from
@@ -578,6 +589,7 @@ void modules_atfork_child(modules_thread_create_fn create)
 	mod_lock = fresh;
 	ctl_lock = fresh;
 	retired_lock = fresh;
+	scan_lock = fresh; /* held by our prepare handler */
 	modules_init();
 	grace_reset(&mod_grace);
 	nretired = 0; /* the parent's profile owns them */

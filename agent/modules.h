@@ -101,7 +101,9 @@ struct retired_segment {
 /* Moves up to max unloaded segments into out; returns how many. */
 size_t modules_take_retired(struct retired_segment *out, size_t max);
 
-/* Fork handlers. Prepare takes nothing that waits on I/O. */
+/* Fork handlers. Prepare waits at most for one dl_iterate_phdr walk (no I/O). */
+void modules_atfork_prepare(void);
+void modules_atfork_parent(void);
 void modules_atfork_child(modules_thread_create_fn create);
 
 #endif

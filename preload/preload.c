@@ -95,12 +95,14 @@ static void atfork_prepare(void)
 		return;
 	uploader_atfork_prepare();
 	threads_atfork_prepare();
+	modules_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return;
+	modules_atfork_parent();
 	threads_atfork_parent();
 	uploader_atfork_parent();
 }
