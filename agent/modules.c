@@ -69,6 +69,9 @@ static _Atomic unsigned load_polls;
 static _Atomic bool dirty;	       /* a dlclose returned: rescan at the next wake-up */
 static uint64_t notify_gen, ready_gen; /* ready_gen: last notify_gen fully built */
 static pthread_t ctl_thread;
+/* Fork child: the thread is started on the first dlopen/dlclose only (the inherited map
+ * already covers every module); a short-lived child never pays for it. */
+static modules_thread_create_fn lazy_create;
 
 static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Held around dl_iterate_phdr only (microseconds of memory work), and by the fork
@@ -524,9 +527,26 @@ void modules_stop(void)
 
 /* Cheap on the application's path: a store, and a wake-up only when the thread sleeps
  * its long interval (while it polls every LOAD_POLL_NS it sees the flags anyway). */
+/* A fork child's first dlopen/dlclose starts the deferred thread (normal context). */
+static bool start_lazily(void)
+{
+	if (ctl_running)
+		return true;
+	modules_thread_create_fn create = lazy_create;
+	if (!create)
+		return false;
+	pthread_mutex_lock(&ctl_lock);
+	bool mine = lazy_create != NULL;
+	lazy_create = NULL;
+	pthread_mutex_unlock(&ctl_lock);
+	if (mine)
+		modules_start(create);
+	return ctl_running;
+}
+
 void modules_notify(void)
 {
-	if (!ctl_running)
+	if (!start_lazily())
 		return;
 	atomic_store_explicit(&dirty, true, memory_order_relaxed);
 	if (atomic_load_explicit(&load_polls, memory_order_relaxed) > 0)
@@ -539,7 +559,7 @@ void modules_notify(void)
 
 void modules_notify_load(void)
 {
-	if (!ctl_running)
+	if (!start_lazily())
 		return;
 	if (atomic_exchange_explicit(&load_polls, LOAD_POLLS, memory_order_relaxed) > 0)
 		return; /* already polling */
@@ -582,7 +602,8 @@ void modules_atfork_parent(void)
 /* Fork child: one thread, the forking one. The parent's modules thread is gone, maybe
  * in the middle of a refresh holding mod_lock with records half-updated. The published
  * map is always consistent (immutable once published), so the records are rebuilt from
- * it; what the parent was building is forgotten (leaked) and built again. */
+ * it; what the parent was building is forgotten (leaked) and built again when the
+ * child's own thread starts: on its first dlopen/dlclose, or modules_refresh. */
 void modules_atfork_child(modules_thread_create_fn create)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
@@ -615,6 +636,5 @@ void modules_atfork_child(modules_thread_create_fn create)
 	mods = fresh_mods;
 	nmods = fresh_mods ? n : 0;
 	capmods = fresh_mods ? (m->n ? m->n : 1) : 0;
-	if (create)
-		modules_start(create);
+	lazy_create = create;
 }

@@ -26,7 +26,7 @@
  * (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) in include/linux/posix-timers.h). */
 #define CPUCLOCK_PERTHREAD_MASK 4
 #define CPUCLOCK_SCHED 2
-#define THREAD_CPU_CLOCK(tid) \
+#define THREAD_CPU_CLOCK(tid)                                                                      \
 	((clockid_t)((~(unsigned)(tid)) << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED)
 
 #define REGISTRY_MIN_CAP 64
@@ -155,6 +155,16 @@ static int start_tid(pid_t tid, bool self)
 {
 	int rc = 0;
 	pthread_mutex_lock(&registry_lock);
+	struct thread_entry *stale = self ? find_locked(tid, true) : NULL;
+	if (stale) {
+		/* A thread registering itself under a tid the registry still holds as live:
+		 * the tid was reused after a thread we did not create ended (before the
+		 * next reap). Its timer followed the dead task; give this one its own. */
+		if (stale->has_timer)
+			timer_delete(stale->timer);
+		stale->has_timer = false;
+		stale->status = THREAD_ENDED;
+	}
 	if (!find_locked(tid, true)) {
 		struct thread_entry *e = add_locked(tid);
 		rc = e ? arm_locked(e) : -ENOMEM;
@@ -172,7 +182,7 @@ static int start_tid(pid_t tid, bool self)
 int threads_start_self(bool is_main)
 {
 	pid_t tid = sampler_gettid();
-	struct stack_range r = { 0, 0 };
+	struct stack_range r = {0, 0};
 	stack_bounds_self(is_main, &r);
 	sampler_thread_setup(tid, r.lo, r.hi);
 	/* The key's destructor runs at thread exit however the thread ends. */

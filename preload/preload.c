@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,10 +90,29 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 	return rc;
 }
 
+/* The forking thread's signal mask before fork: the sampling signal is blocked from
+ * prepare until the parent and child handlers ran, so no sample lands in the middle of
+ * our fork bookkeeping (initial-exec: forks may run in several threads at once). */
+static __thread sigset_t fork_saved_mask __attribute__((tls_model("initial-exec")));
+
+static void block_sampling_signal(void)
+{
+	sigset_t block;
+	sigemptyset(&block);
+	sigaddset(&block, sampler_signal());
+	pthread_sigmask(SIG_BLOCK, &block, &fork_saved_mask);
+}
+
+static void restore_signal_mask(void)
+{
+	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+}
+
 static void atfork_prepare(void)
 {
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return;
+	block_sampling_signal();
 	uploader_atfork_prepare();
 	threads_atfork_prepare();
 	modules_atfork_prepare();
@@ -105,6 +125,7 @@ static void atfork_parent(void)
 	modules_atfork_parent();
 	threads_atfork_parent();
 	uploader_atfork_parent();
+	restore_signal_mask();
 }
 
 static void atfork_child(void)
@@ -116,6 +137,7 @@ static void atfork_child(void)
 	threads_atfork_child();
 	modules_atfork_child(real_pthread_create);
 	uploader_atfork_child();
+	restore_signal_mask();
 }
 
 /*
@@ -218,8 +240,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	}
 	rc = threads_init(signo, period_ns);
 	if (rc < 0) {
-		log_error("cannot set up thread tracking (%s); profiling disabled",
-			  strerror(-rc));
+		log_error("cannot set up thread tracking (%s); profiling disabled", strerror(-rc));
 		goto out;
 	}
 	sampler_set_enabled(true);
