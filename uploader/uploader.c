@@ -75,7 +75,7 @@ static uint64_t export_seq;
 /* CLOCK_MONOTONIC time at which the thread must give up on HTTP (exit flush); 0 = none.
  * Set by uploader_stop, read by http_send_all between polls. */
 static _Atomic uint64_t exit_abort_ns;
-static bool atexit_registered, curl_atexit_registered;
+static bool curl_atexit_registered;
 
 static _Atomic uint64_t st_exported, st_export_failures, st_serialize_failures, st_samples,
     st_dropped, st_bytes, st_serialize_ns, st_uploads_ok, st_uploads_failed, st_uploads_dropped,
@@ -124,8 +124,9 @@ static void uploader_atexit(void)
 			     : CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS);
 }
 
-/* libcurl's TLS library registers its exit cleanup when libcurl initializes; exit
- * handlers run last-registered first, so registering ours again now makes the exit
+/* libcurl's TLS library registers its exit cleanup (atexit) when libcurl initializes;
+ * exit handlers run last-registered first, and the destructors (_dl_fini) only after
+ * every handler registered once main had started: registering ours now makes the exit
  * flush happen while TLS still works. */
 static void register_atexit_after_curl(void)
 {
@@ -394,11 +395,6 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 		log_debug("exporter: %s", exporters[i]->label);
 	if (n_exporters == 0)
 		log_info("no exporter configured: profiles are collected and discarded");
-	if (!atexit_registered) {
-		/* Runs before the destructors (and after the app's later handlers). */
-		atexit_registered = true;
-		atexit(uploader_atexit);
-	}
 	return spawn_thread();
 }
 
@@ -427,6 +423,8 @@ static bool flushed(uint64_t gen)
 
 void uploader_stop(uint64_t timeout_ns)
 {
+	if (up_cfg)
+		timeout_ns = up_cfg->exit_flush_timeout_ns;
 	pthread_mutex_lock(&ctl.lock);
 	if (ctl.running && !ctl.stop) {
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);

@@ -9,9 +9,9 @@
  * timers of ended threads.
  * Exit: one final profile is exported if it holds samples, one attempt per HTTP
  * exporter, waiting at most DD_PROFILING_EXIT_FLUSH_TIMEOUT; then it is dropped and
- * counted. This runs from an atexit handler (registered at start, and again once
- * libcurl is loaded so that it runs before the TLS library's own exit cleanup);
- * uploader_stop from the destructor is then a no-op.
+ * counted. uploader_stop runs from the destructor, or earlier from an atexit handler
+ * registered once libcurl is loaded, so that it runs before the TLS library's own exit
+ * cleanup; the second call is a no-op.
  * Context: start/stop/flush from application threads (normal context); the thread
  * itself is profiler-owned and never sampled; fork handlers. No lock that the thread
  * holds while serializing or on the network is ever taken by an application thread or
@@ -48,8 +48,9 @@ struct uploader_stats {
 /* Starts the thread. cfg and pp must outlive the uploader. 0 or negative errno. */
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
 
-/* Exports what is pending and stops the thread, waiting at most timeout_ns; past it the
- * final profile is dropped and counted. Idempotent: only the first call waits. */
+/* Exports what is pending and stops the thread, waiting at most the configured
+ * DD_PROFILING_EXIT_FLUSH_TIMEOUT (timeout_ns only before uploader_start has run); past
+ * it the final profile is dropped and counted. Idempotent: only the first call waits. */
 void uploader_stop(uint64_t timeout_ns);
 
 /* Uploads what is pending now and waits for it (at most timeout_ns). 0, -ETIMEDOUT,
