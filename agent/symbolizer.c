@@ -266,9 +266,14 @@ int symbolizer_note_module(struct symbolizer *s, const char *path, uintptr_t sta
 {
 	if (!path || path[0] != '/' || start >= end)
 		return -EINVAL;
-	size_t at = 0; /* first mapping ending after start */
-	while (at < s->nmaps && s->maps[at].pub.end <= start)
-		at++;
+	size_t at = 0, hi = s->nmaps; /* first mapping ending after start */
+	while (at < hi) {
+		size_t mid = at + (hi - at) / 2;
+		if (s->maps[mid].pub.end <= start)
+			at = mid + 1;
+		else
+			hi = mid;
+	}
 	if (at < s->nmaps && s->maps[at].pub.start < end) {
 		const struct mapping_entry *o = &s->maps[at];
 		bool same = o->pub.start == start && o->pub.end == end &&

@@ -70,9 +70,10 @@ int symbolizer_refresh(struct symbolizer *s);
  * and dlclose'd within one upload period), read from the file at path: start..end
  * mapped file_offset of it. Usable by symbolizer_find_mapping and symbolizer_frames
  * until the next refresh; call it after symbolizer_refresh. A mapping that overlaps one
- * of /proc/self/maps is refused (-EEXIST: the live mapping wins, pcs there are read as
- * the live file); noting the same mapping twice is harmless. Returns the mapping index
- * or a negative errno (-EINVAL for a bad range or a relative path).
+ * already known is refused (-EEXIST: a live mapping of /proc/self/maps, or the first
+ * one noted, wins: pcs there cannot tell which file they ran in); noting the same
+ * mapping twice is harmless. Returns the mapping index or a negative errno (-EINVAL for
+ * a bad range or a relative path, -ENOMEM).
  */
 int symbolizer_note_module(struct symbolizer *s, const char *path, uintptr_t start, uintptr_t end,
 			   uintptr_t file_offset);
