@@ -61,7 +61,8 @@ $(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
 # Fixtures are -O0: no IPA clones renaming their functions.
 SYMFIX_DIR := $(BUILD)/test/symfix
 SYMFIX := $(SYMFIX_DIR)/libsymfix.so $(SYMFIX_DIR)/libsymfix_stripped.so \
-	$(SYMFIX_DIR)/symfix_stripped_exe
+	$(SYMFIX_DIR)/symfix_stripped_exe $(SYMFIX_DIR)/libsymfix_linked.so \
+	$(SYMFIX_DIR)/libsymfix_crc.so
 $(BUILD)/test/test_symbolizer: test/unit/test_symbolizer.c $(SYMFIX_DIR)/symfix_cxx.o $(SYMFIX) \
 		$(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
 	@echo "  CC      $@"
@@ -80,6 +81,22 @@ $(SYMFIX_DIR)/libsymfix.so: test/unit/fixtures/symfix.c
 
 $(SYMFIX_DIR)/libsymfix_stripped.so: $(SYMFIX_DIR)/libsymfix.so
 	@strip --strip-all -o $@ $<
+
+# Debug info only in a separate file named by .gnu_debuglink, matched by build id (the
+# first) or by the link's CRC (the second, built without build ids).
+$(SYMFIX_DIR)/libsymfix_linked.so: $(SYMFIX_DIR)/libsymfix.so
+	@cd $(SYMFIX_DIR) && objcopy --only-keep-debug libsymfix.so libsymfix_linked.debug && \
+		objcopy --strip-debug --add-gnu-debuglink=libsymfix_linked.debug libsymfix.so \
+		libsymfix_linked.so
+
+$(SYMFIX_DIR)/libsymfix_crc.so: test/unit/fixtures/symfix.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O0 -g -fvisibility=hidden -Wl,--build-id=none -Wall -Werror $< \
+		-o $(SYMFIX_DIR)/libsymfix_nobid.so
+	@cd $(SYMFIX_DIR) && objcopy --only-keep-debug libsymfix_nobid.so libsymfix_crc.debug && \
+		objcopy --strip-debug --add-gnu-debuglink=libsymfix_crc.debug libsymfix_nobid.so \
+		libsymfix_crc.so
 
 $(SYMFIX_DIR)/symfix_stripped_exe: test/unit/fixtures/symfix.c
 	@mkdir -p $(dir $@)

@@ -29,7 +29,7 @@
 	X(dwfl_report_elf)                                                                         \
 	X(dwfl_report_end)                                                                         \
 	X(dwfl_build_id_find_elf)                                                                  \
-	X(dwfl_standard_find_debuginfo)                                                            \
+	X(dwfl_build_id_find_debuginfo)                                                            \
 	X(dwfl_module_info)                                                                        \
 	X(dwfl_module_getsymtab)                                                                   \
 	X(dwfl_module_getsym_info)                                                                 \

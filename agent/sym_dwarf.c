@@ -16,7 +16,16 @@
 
 #include <dwarf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "agent/sym_elf.h"
 
 #include "common/log.h"
 
@@ -28,8 +37,76 @@ struct sym_dwarf {
 	int debug_info; /* -1 not checked yet, 0 none, 1 found */
 };
 
-/* NULL selects libdwfl's default search path (":.debug:/usr/lib/debug"). */
+/* NULL selects libdwfl's default search path for build ids (/usr/lib/debug). */
 static char *default_debuginfo_path;
+
+#define DEBUG_DIR "/usr/lib/debug" /* the debuglink search's global directory */
+#define CRC_CHUNK 65536
+
+/* zlib's crc32 is the .gnu_debuglink CRC (CRC-32, polynomial 0xedb88320). */
+static bool crc_matches(int fd, uint32_t want)
+{
+	static unsigned char buf[CRC_CHUNK]; /* uploader thread only */
+	uLong crc = crc32(0L, Z_NULL, 0);
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		crc = crc32(crc, buf, (uInt)n);
+	lseek(fd, 0, SEEK_SET);
+	return n == 0 && (uint32_t)crc == want;
+}
+
+/* An open fd on candidate if it is the debug file of file_name, else -1. */
+static int open_linked(const char *candidate, const char *file_name, uint32_t crc)
+{
+	struct stat a, b;
+	if (stat(candidate, &a) != 0 ||
+	    (stat(file_name, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev))
+		return -1; /* missing, or the module itself */
+	int fd = open(candidate, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct sym_elf_info mine, theirs;
+	sym_elf_read_info(file_name, &mine);
+	sym_elf_read_info(candidate, &theirs);
+	bool ok = mine.build_id[0] && theirs.build_id[0]
+		      ? strcmp(mine.build_id, theirs.build_id) == 0
+		      : crc_matches(fd, crc);
+	if (!ok) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Dwfl_Callbacks.find_debuginfo: see the top of sym_dwarf.h. */
+static int find_debuginfo_local(Dwfl_Module *mod, void **userdata, const char *modname,
+				GElf_Addr base, const char *file_name, const char *debuglink,
+				GElf_Word crc, char **debuginfo_file_name)
+{
+	const struct dw_api *api = dw_api_get(); /* loaded: it opened this session */
+	int fd = api ? api->dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
+							 debuglink, crc, debuginfo_file_name)
+		     : -1;
+	if (fd >= 0 || !debuglink || !file_name || !debuglink[0] || strchr(debuglink, '/'))
+		return fd;
+	char dir[PATH_MAX], path[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", file_name);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	const char *const formats[] = {"%s/%s", "%s/.debug/%s", DEBUG_DIR "%s/%s"};
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		if (snprintf(path, sizeof(path), formats[i], dir, debuglink) >= (int)sizeof(path))
+			continue;
+		fd = open_linked(path, file_name, crc);
+		if (fd >= 0) {
+			*debuginfo_file_name = strdup(path); /* libdwfl frees it */
+			return fd;
+		}
+	}
+	return -1;
+}
 
 struct sym_dwarf *sym_dwarf_open(const struct dw_api *api, const char *path)
 {
@@ -39,7 +116,7 @@ struct sym_dwarf *sym_dwarf_open(const struct dw_api *api, const char *path)
 	d->api = api;
 	d->debug_info = -1;
 	d->callbacks.find_elf = api->dwfl_build_id_find_elf;
-	d->callbacks.find_debuginfo = api->dwfl_standard_find_debuginfo;
+	d->callbacks.find_debuginfo = find_debuginfo_local;
 	d->callbacks.debuginfo_path = &default_debuginfo_path;
 	d->dwfl = api->dwfl_begin(&d->callbacks);
 	if (!d->dwfl) {

@@ -5,9 +5,12 @@
  * Owns: one Dwfl session per module file (dwfl_begin .. dwfl_end), the file reported at
  * its own link-time addresses (bias 0), so lookups take file virtual addresses and the
  * session does not depend on where, or whether, the file is mapped now. Separate debug
- * info is found by libdwfl's standard search: build id under /usr/lib/debug/.build-id,
- * then .gnu_debuglink next to the file, in .debug/ and under /usr/lib/debug (the
- * default debuginfo_path ":.debug:/usr/lib/debug").
+ * info is found on this machine the way dwfl_standard_find_debuginfo does: by build id
+ * under /usr/lib/debug/.build-id, then by .gnu_debuglink next to the file, in its
+ * .debug/ and under /usr/lib/debug (a candidate must match the build id, or the link's
+ * CRC when either file has no build id). Never through debuginfod: the standard
+ * callback ends with a server query when DEBUGINFOD_URLS is set, which would put
+ * network downloads (of gigabytes, possibly) inside the profiled process.
  * Context: uploader thread only (and unit tests); libdw allocates and mmaps. Strings
  * returned point into libdw's data of this session: valid until sym_dwarf_close.
  */

@@ -2,7 +2,8 @@
  * test_symbolizer.c - the symbolizer against real code: functions of this test binary
  * (built -g; the expected lines are __LINE__ markers next to the calls), fixtures built
  * by the Makefile under build/test/symfix (a -g library symbolized after dlclose, its
- * stripped twin, a stripped program, a C++ object), and libc with Debian's libc6-dbg.
+ * stripped twin, a stripped program, a C++ object, copies whose DWARF is in a file named
+ * by .gnu_debuglink), and libc with Debian's libc6-dbg.
  * Every pc used is a return address taken with __builtin_return_address, so the line
  * expected is the line of the call.
  */
@@ -10,16 +11,19 @@
 
 #include "test/unit/check_run.h"
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -344,6 +348,73 @@ START_TEST(test_note_module_refuses_bad_and_overlapping_ranges)
 }
 END_TEST
 
+/* A library whose DWARF is only in the file its .gnu_debuglink names. */
+static void check_debuglink(const char *lib)
+{
+	char path[PATH_MAX];
+	fixture_path(lib, path, sizeof(path));
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
+	void *(*work_pc)(void) = (void *(*)(void))dlsym(h, "symfix_work_pc");
+	int *line = dlsym(h, "symfix_work_line");
+	ck_assert(work_pc && line);
+	uintptr_t pc = (uintptr_t)work_pc();
+	ck_assert_int_gt(symbolizer_refresh(sym), 0);
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	ck_assert_uint_eq(frames_of(pc, true, fr), 1);
+	assert_frame(&fr[0], "hidden_work", "symfix.c", *line);
+	ck_assert_int_eq(symbolizer_mapping_debug_info(sym, symbolizer_find_mapping(sym, pc)), 1);
+	dlclose(h);
+}
+
+START_TEST(test_debug_file_found_through_gnu_debuglink_by_build_id)
+{
+	check_debuglink("libsymfix_linked.so");
+}
+END_TEST
+
+START_TEST(test_debug_file_found_through_gnu_debuglink_by_crc)
+{
+	check_debuglink("libsymfix_crc.so"); /* neither file has a build id */
+}
+END_TEST
+
+START_TEST(test_debuginfod_is_never_asked)
+{
+	/* A debuginfod "server" on loopback: a module without local debug info must not
+	 * make the symbolizer connect to it (downloads inside the profiled process). */
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(l, 8), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &alen), 0);
+	char url[64], cache[] = "/tmp/symfix-debuginfodXXXXXX";
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+	ck_assert_ptr_nonnull(mkdtemp(cache));
+	setenv("DEBUGINFOD_URLS", url, 1);
+	setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+	setenv("DEBUGINFOD_TIMEOUT", "2", 1);
+
+	char path[PATH_MAX];
+	fixture_path("libsymfix_stripped.so", path, sizeof(path));
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
+	uintptr_t (*addr)(void) = (uintptr_t(*)(void))dlsym(h, "symfix_hidden_addr");
+	ck_assert_int_gt(symbolizer_refresh(sym), 0);
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	ck_assert_uint_eq(frames_of(addr() + 1, false, fr), 0);
+	int c = accept(l, NULL, NULL);
+	ck_assert_msg(c < 0, "the symbolizer connected to the debuginfod server %s", url);
+	unsetenv("DEBUGINFOD_URLS");
+	unsetenv("DEBUGINFOD_CACHE_PATH");
+	unsetenv("DEBUGINFOD_TIMEOUT");
+	close(l);
+	rmdir(cache);
+	dlclose(h);
+}
+END_TEST
+
 struct bt {
 	void *pcs[32];
 	int n;
@@ -549,6 +620,9 @@ int main(void)
 	tcase_add_test(tc, test_noted_module_symbolizes_a_dlclosed_library);
 	tcase_add_test(tc, test_note_module_refuses_bad_and_overlapping_ranges);
 	tcase_add_test(tc, test_libc_thread_roots_are_named_with_libc6_dbg);
+	tcase_add_test(tc, test_debug_file_found_through_gnu_debuglink_by_build_id);
+	tcase_add_test(tc, test_debug_file_found_through_gnu_debuglink_by_crc);
+	tcase_add_test(tc, test_debuginfod_is_never_asked);
 	tcase_add_test(tc, test_without_libdw_names_come_from_elf_symbol_tables);
 	tcase_add_test(tc, test_entry_code_of_a_stripped_program_is_start);
 	tcase_add_test(tc, test_entry_rule_without_libdw);
