@@ -28,7 +28,6 @@
 	X(dwfl_report_begin)                                                                       \
 	X(dwfl_report_elf)                                                                         \
 	X(dwfl_report_end)                                                                         \
-	X(dwfl_build_id_find_elf)                                                                  \
 	X(dwfl_build_id_find_debuginfo)                                                            \
 	X(dwfl_module_info)                                                                        \
 	X(dwfl_module_getsymtab)                                                                   \

@@ -78,6 +78,14 @@ static int open_linked(const char *candidate, const char *file_name, uint32_t cr
 	return fd;
 }
 
+/* Dwfl_Callbacks.find_elf: never needed, every session reports its file by path. Not
+ * dwfl_build_id_find_elf, which may ask debuginfod for a missing file. */
+static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			 char **file_name, Elf **elfp)
+{
+	return -1;
+}
+
 /* Dwfl_Callbacks.find_debuginfo: see the top of sym_dwarf.h. */
 static int find_debuginfo_local(Dwfl_Module *mod, void **userdata, const char *modname,
 				GElf_Addr base, const char *file_name, const char *debuglink,
@@ -115,7 +123,7 @@ struct sym_dwarf *sym_dwarf_open(const struct dw_api *api, const char *path)
 		return NULL;
 	d->api = api;
 	d->debug_info = -1;
-	d->callbacks.find_elf = api->dwfl_build_id_find_elf;
+	d->callbacks.find_elf = find_elf_none;
 	d->callbacks.find_debuginfo = find_debuginfo_local;
 	d->callbacks.debuginfo_path = &default_debuginfo_path;
 	d->dwfl = api->dwfl_begin(&d->callbacks);
