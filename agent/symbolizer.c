@@ -42,6 +42,7 @@
 #include "agent/sym_dwarf.h"
 #include "agent/sym_elf.h"
 #include "agent/sym_table.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define ENTRY_CODE_MAX 64 /* bytes of entry code named _start (see above) */
@@ -446,10 +447,15 @@ size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_addr
 	s->st.lookups++;
 	const struct sym_frame *fr;
 	size_t n;
-	if (sym_cache_get(&m->cache, vaddr, &fr, &n))
+	if (sym_cache_get(&m->cache, vaddr, &fr, &n)) {
 		s->st.cache_hits++;
-	else
+	} else {
+		uint64_t cpu0 = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
+		uint64_t wall0 = clock_now_ns(CLOCK_MONOTONIC);
 		n = resolve(s, m, vaddr, &fr);
+		s->st.resolve_cpu_ns += clock_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+		s->st.resolve_wall_ns += clock_now_ns(CLOCK_MONOTONIC) - wall0;
+	}
 	if (n > max) { /* keep the innermost and the function holding the code */
 		if (max == 0)
 			return 0;

@@ -52,6 +52,8 @@ struct symbolizer_stats {
 	uint64_t errors;	      /* unreadable files, libdw errors, allocation failures */
 	uint64_t cache_flushes;	      /* times the budget was exceeded and the caches cleared */
 	uint64_t dwfl_sessions_ended; /* idle libdwfl sessions ended */
+	uint64_t resolve_cpu_ns;      /* uploader CPU time spent resolving misses */
+	uint64_t resolve_wall_ns;     /* ... and wall time (includes waiting for a core) */
 	size_t cache_entries;	      /* pcs cached now */
 	size_t cache_bytes;	      /* bytes of the pc caches now */
 	bool libdw;		      /* libdw was loaded */

@@ -37,6 +37,7 @@ struct pprof_stats {
 	/* Symbolization of this profile's locations: time spent in the symbolizer, pcs it
 	 * resolved (ELF/DWARF work) and pcs its cache answered; then its total size. */
 	uint64_t symbolize_ns, sym_resolved, sym_cached;
+	uint64_t sym_resolve_cpu_ns; /* uploader CPU time of the resolved pcs */
 	size_t sym_bytes, sym_cache_bytes;
 };
 
