@@ -20,9 +20,22 @@
 #define GNU_NOTE_NAME "GNU"
 #define GNU_NOTE_NAMESZ 4 /* "GNU" and its NUL */
 
-static Elf *elf_open(const char *path, int *fd)
+/* An ELF handle on the file at path, or on image[0..size) when image is not NULL (then
+ * *fd is -1). NULL with errno set on failure. */
+static Elf *elf_open(const char *path, const void *image, size_t size, int *fd)
 {
 	elf_version(EV_CURRENT);
+	if (image) {
+		*fd = -1;
+		/* libelf only reads an image opened for ELF_C_READ: the cast is safe. */
+		Elf *e = elf_memory((char *)image, size);
+		if (e && elf_kind(e) == ELF_K_ELF)
+			return e;
+		if (e)
+			elf_end(e);
+		errno = EINVAL;
+		return NULL;
+	}
 	*fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (*fd < 0)
 		return NULL;
@@ -40,7 +53,8 @@ static Elf *elf_open(const char *path, int *fd)
 static void elf_close(Elf *e, int fd)
 {
 	elf_end(e);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 }
 
 static void read_build_id(Elf *e, struct sym_elf_info *out)
@@ -70,11 +84,11 @@ static void read_build_id(Elf *e, struct sym_elf_info *out)
 	}
 }
 
-int sym_elf_read_info(const char *path, struct sym_elf_info *out)
+static int read_info(const char *path, const void *image, size_t size, struct sym_elf_info *out)
 {
 	memset(out, 0, sizeof(*out));
 	int fd;
-	Elf *e = elf_open(path, &fd);
+	Elf *e = elf_open(path, image, size, &fd);
 	if (!e)
 		return -errno;
 	GElf_Ehdr eh;
@@ -130,10 +144,20 @@ static int read_symtab(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shd
 	return 0;
 }
 
-int sym_elf_read_symbols(const char *path, struct sym_table *t)
+int sym_elf_read_info(const char *path, struct sym_elf_info *out)
+{
+	return read_info(path, NULL, 0, out);
+}
+
+int sym_elf_read_info_mem(const void *image, size_t size, struct sym_elf_info *out)
+{
+	return read_info(NULL, image, size, out);
+}
+
+static int read_symbols(const char *path, const void *image, size_t size, struct sym_table *t)
 {
 	int fd;
-	Elf *e = elf_open(path, &fd);
+	Elf *e = elf_open(path, image, size, &fd);
 	if (!e)
 		return -errno;
 	int rc = 0;
@@ -146,4 +170,14 @@ int sym_elf_read_symbols(const char *path, struct sym_table *t)
 	}
 	elf_close(e, fd);
 	return rc;
+}
+
+int sym_elf_read_symbols(const char *path, struct sym_table *t)
+{
+	return read_symbols(path, NULL, 0, t);
+}
+
+int sym_elf_read_symbols_mem(const void *image, size_t size, struct sym_table *t)
+{
+	return read_symbols(NULL, image, size, t);
 }

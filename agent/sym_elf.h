@@ -1,6 +1,6 @@
 /*
  * sym_elf.h - what libelf tells about one module file: load segments, build id, entry
- * point, and (when libdw is not available) its function symbols.
+ * point, and (when libdw is not available, or for the vdso) its function symbols.
  *
  * Owns: reading ELF headers, program headers, the GNU build-id note and the .symtab and
  * .dynsym sections of a file, with libelf (linked: small, and robust against malformed
@@ -39,5 +39,10 @@ int sym_elf_read_info(const char *path, struct sym_elf_info *out);
 /* Adds the function symbols of the file's .symtab and .dynsym to t (not finished).
  * 0, -errno of open, -EINVAL, or -ENOMEM. */
 int sym_elf_read_symbols(const char *path, struct sym_table *t);
+
+/* The same for an image mapped in this process (the vdso, which has no file): every
+ * read stays inside image[0..size). */
+int sym_elf_read_info_mem(const void *image, size_t size, struct sym_elf_info *out);
+int sym_elf_read_symbols_mem(const void *image, size_t size, struct sym_table *t);
 
 #endif

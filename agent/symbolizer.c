@@ -53,10 +53,13 @@
 /* A module neither mapped nor noted for this many refreshes is forgotten. */
 #define MODULE_IDLE_REFRESHES 16
 #define MAPS_LINE_MAX (4096 + 128) /* PATH_MAX plus the fields before the path */
+#define VDSO_NAME "[vdso]"
 
 struct module {
 	char *path;
 	unsigned long inode;
+	const void *image; /* the vdso: read from this process's memory, not a file */
+	size_t image_size;
 	struct sym_elf_info elf;
 	bool symbols_read;
 	struct sym_table syms;
@@ -115,10 +118,13 @@ void symbolizer_free(struct symbolizer *s)
 	free(s);
 }
 
-static struct module *module_get(struct symbolizer *s, const char *path, unsigned long inode)
+/* The module of a file (image NULL) or of an image in memory, created on first use. */
+static struct module *module_get(struct symbolizer *s, const char *path, unsigned long inode,
+				 const void *image, size_t image_size)
 {
 	for (size_t i = 0; i < s->nmods; i++)
-		if (s->mods[i]->inode == inode && strcmp(s->mods[i]->path, path) == 0)
+		if (s->mods[i]->inode == inode && s->mods[i]->image == image &&
+		    strcmp(s->mods[i]->path, path) == 0)
 			return s->mods[i];
 	if (s->nmods == s->capmods) {
 		size_t nc = s->capmods ? s->capmods * 2 : 32;
@@ -137,12 +143,15 @@ static struct module *module_get(struct symbolizer *s, const char *path, unsigne
 		return NULL;
 	}
 	m->inode = inode;
+	m->image = image;
+	m->image_size = image_size;
 	m->debug_info = -1;
 	sym_table_init(&m->syms);
 	sym_cache_init(&m->cache);
 	/* Segments and build id now (every mapping needs them); symbols and DWARF only
 	 * when a pc of the module is first symbolized. */
-	int rc = sym_elf_read_info(path, &m->elf);
+	int rc = image ? sym_elf_read_info_mem(image, image_size, &m->elf)
+		       : sym_elf_read_info(path, &m->elf);
 	if (rc < 0) {
 		log_debug("%s: cannot read ELF headers: %s", path, strerror(-rc));
 		s->st.errors++;
@@ -251,11 +260,16 @@ int symbolizer_refresh(struct symbolizer *s)
 		me->pub.start = start;
 		me->pub.end = end;
 		me->pub.offset = offset;
-		struct module *mod = path[0] == '/' ? module_get(s, path, inode) : NULL;
+		bool vdso = strcmp(path, VDSO_NAME) == 0;
+		struct module *mod = NULL;
+		if (path[0] == '/')
+			mod = module_get(s, path, inode, NULL, 0);
+		else if (vdso) /* an ELF image the kernel maps whole: named from memory */
+			mod = module_get(s, path, 0, (const void *)start, end - start);
 		if (mod)
 			mod->seen_gen = s->gen;
-		/* Anonymous executable memory: keep its bracketed name if any. */
-		mapping_fill(me, mod, strcmp(path, "[vdso]") == 0 ? "[vdso]" : "[anon]");
+		/* Anonymous executable memory (JIT...): keep its bracketed name if any. */
+		mapping_fill(me, mod, "[anon]");
 	}
 	fclose(f);
 	apply_budget(s);
@@ -283,7 +297,7 @@ int symbolizer_note_module(struct symbolizer *s, const char *path, uintptr_t sta
 	}
 	struct stat sb;
 	unsigned long inode = stat(path, &sb) == 0 ? (unsigned long)sb.st_ino : 0;
-	struct module *mod = module_get(s, path, inode);
+	struct module *mod = module_get(s, path, inode, NULL, 0);
 	if (!mod || !maps_reserve(s))
 		return -ENOMEM;
 	mod->seen_gen = s->gen;
@@ -344,7 +358,7 @@ static const struct dw_api *api_get(struct symbolizer *s)
 static struct sym_dwarf *module_dwarf(struct symbolizer *s, struct module *m)
 {
 	const struct dw_api *api = api_get(s);
-	if (!api || m->dw_failed)
+	if (!api || m->dw_failed || m->image)
 		return NULL;
 	if (!m->dw) {
 		m->dw = sym_dwarf_open(api, m->path);
@@ -371,7 +385,8 @@ static void module_symbols(struct symbolizer *s, struct module *m)
 		s->st.errors++; /* every module has at least .dynsym: the file is damaged */
 	if (rc < 0) {
 		sym_table_free(&m->syms);
-		rc = sym_elf_read_symbols(m->path, &m->syms);
+		rc = m->image ? sym_elf_read_symbols_mem(m->image, m->image_size, &m->syms)
+			      : sym_elf_read_symbols(m->path, &m->syms);
 	}
 	if (rc < 0) {
 		log_debug("%s: no symbols: %s", m->path, strerror(-rc));

@@ -9,6 +9,7 @@
  *    from the symbol tables of the module and of its separate debug file, inlined
  *    frames, files and lines from DWARF. Without it: names from the module's own
  *    .symtab/.dynsym (libelf), one frame per pc.
+ *  - The vdso (no file) is named from its image in this process's memory, by libelf.
  *  - C++ names are demangled. A pc of a program's entry code that no symbol covers is
  *    named "_start" (stripped programs; see symbolizer.c for the rule).
  *  - Memory: the pc caches have a byte budget, checked at each refresh: past it every

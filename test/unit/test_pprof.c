@@ -361,7 +361,7 @@ END_TEST
 
 START_TEST(test_unnamed_pc_keeps_mapping_and_address)
 {
-	/* The vdso: executable, mapped, no file to read: nothing names its pcs. */
+	/* The vdso's ELF header: executable memory no function covers. */
 	uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
 	if (!vdso)
 		return;
@@ -375,7 +375,7 @@ START_TEST(test_unnamed_pc_keeps_mapping_and_address)
 	const struct pprof_mapping *m = pprof_mapping(&prof, l->mapping_id);
 	ck_assert_ptr_nonnull(m);
 	ck_assert_str_eq(pprof_str(&prof, m->filename), "[vdso]");
-	/* Nothing symbolized: a consumer may try (pprof re-reads such mappings only). */
+	/* Nothing named in it: a consumer may try (pprof re-reads such mappings only). */
 	ck_assert(!m->has_functions && !m->has_filenames && !m->has_line_numbers &&
 		  !m->has_inline_frames);
 	pprof_free(&prof);

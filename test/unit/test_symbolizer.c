@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -348,6 +349,27 @@ START_TEST(test_note_module_refuses_bad_and_overlapping_ranges)
 }
 END_TEST
 
+START_TEST(test_vdso_functions_are_named_from_memory)
+{
+	uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+	if (!vdso)
+		return; /* no vdso (some sandboxes): nothing to name */
+	int idx = symbolizer_find_mapping(sym, vdso);
+	ck_assert_int_ge(idx, 0);
+	const struct sym_mapping *m = symbolizer_mapping(sym, idx);
+	ck_assert_str_eq(m->path, "[vdso]");
+	ck_assert_uint_gt(strlen(m->build_id), 0);
+	bool clock_gettime_seen = false;
+	for (uintptr_t pc = m->start; pc < m->end; pc += 2) {
+		struct sym_frame fr[SYM_MAX_FRAMES];
+		size_t n = frames_of(pc, false, fr);
+		if (n && strstr(fr[n - 1].function, "clock_gettime"))
+			clock_gettime_seen = true;
+	}
+	ck_assert_msg(clock_gettime_seen, "no vdso pc named *clock_gettime*");
+}
+END_TEST
+
 /* A library whose DWARF is only in the file its .gnu_debuglink names. */
 static void check_debuglink(const char *lib)
 {
@@ -623,6 +645,7 @@ int main(void)
 	tcase_add_test(tc, test_debug_file_found_through_gnu_debuglink_by_build_id);
 	tcase_add_test(tc, test_debug_file_found_through_gnu_debuglink_by_crc);
 	tcase_add_test(tc, test_debuginfod_is_never_asked);
+	tcase_add_test(tc, test_vdso_functions_are_named_from_memory);
 	tcase_add_test(tc, test_without_libdw_names_come_from_elf_symbol_tables);
 	tcase_add_test(tc, test_entry_code_of_a_stripped_program_is_start);
 	tcase_add_test(tc, test_entry_rule_without_libdw);
