@@ -362,6 +362,25 @@ static void json_process_ids(const struct pprof_profile *p)
 	free(pids);
 }
 
+/* The frames of sample s, leaf first, as a JSON list of names or of "file:line". */
+static void json_sample_frames(const struct dump *d, const struct pprof_sample *s, bool positions)
+{
+	const struct pprof_profile *p = d->p;
+	bool first = true;
+
+	putchar_unlocked('[');
+	for (size_t j = 0; j < s->num_location_ids; j++) {
+		size_t li = (size_t)(pprof_location(p, s->location_ids[j]) - p->locations);
+		for (size_t f = d->loc_start[li]; f < d->loc_start[li + 1]; f++) {
+			if (!first)
+				putchar_unlocked(',');
+			first = false;
+			json_str(positions ? d->loc_pos[f] : d->aggs[d->loc_frames[f]].name);
+		}
+	}
+	putchar_unlocked(']');
+}
+
 static void json_stacks(struct dump *d)
 {
 	const struct pprof_profile *p = d->p;
@@ -369,29 +388,11 @@ static void json_stacks(struct dump *d)
 	fputs_unlocked(",\"stacks\":[", stdout);
 	for (size_t i = 0; i < p->num_samples; i++) {
 		const struct pprof_sample *s = &p->samples[i];
-		printf("%s{\"frames\":[", i ? "," : "");
-		bool first = true;
-		for (size_t j = 0; j < s->num_location_ids; j++) {
-			size_t li = (size_t)(pprof_location(p, s->location_ids[j]) - p->locations);
-			for (size_t f = d->loc_start[li]; f < d->loc_start[li + 1]; f++) {
-				if (!first)
-					putchar_unlocked(',');
-				first = false;
-				json_str(d->aggs[d->loc_frames[f]].name);
-			}
-		}
-		fputs_unlocked("],\"lines\":[", stdout);
-		first = true;
-		for (size_t j = 0; j < s->num_location_ids; j++) {
-			size_t li = (size_t)(pprof_location(p, s->location_ids[j]) - p->locations);
-			for (size_t f = d->loc_start[li]; f < d->loc_start[li + 1]; f++) {
-				if (!first)
-					putchar_unlocked(',');
-				first = false;
-				json_str(d->loc_pos[f]);
-			}
-		}
-		fputs_unlocked("],\"values\":", stdout);
+		printf("%s{\"frames\":", i ? "," : "");
+		json_sample_frames(d, s, false);
+		fputs_unlocked(",\"lines\":", stdout);
+		json_sample_frames(d, s, true);
+		fputs_unlocked(",\"values\":", stdout);
 		json_values(s->values, s->num_values);
 		fputs_unlocked(",\"labels\":{", stdout);
 		for (size_t j = 0; j < s->num_labels; j++) {

@@ -502,12 +502,19 @@ START_TEST(test_libc_thread_roots_are_named_with_libc6_dbg)
 }
 END_TEST
 
-START_TEST(test_without_libdw_names_come_from_elf_symbol_tables)
+/* Replaces the fixture's symbolizer by one that cannot load libdw. */
+static void use_symbolizer_without_libdw(void)
 {
 	symbolizer_free(sym);
 	dw_api_test_reset(MISSING_LIBDW);
 	sym = symbolizer_new();
+	ck_assert_ptr_nonnull(sym);
 	ck_assert_int_gt(symbolizer_refresh(sym), 0);
+}
+
+START_TEST(test_without_libdw_names_come_from_elf_symbol_tables)
+{
+	use_symbolizer_without_libdw();
 	struct sym_frame fr[SYM_MAX_FRAMES];
 	uintptr_t plain = (uintptr_t)plain_fn(), host = (uintptr_t)host_fn();
 	ck_assert_uint_eq(frames_of(plain, true, fr), 1);
@@ -573,10 +580,7 @@ END_TEST
 
 START_TEST(test_entry_rule_without_libdw)
 {
-	symbolizer_free(sym);
-	dw_api_test_reset(MISSING_LIBDW);
-	sym = symbolizer_new();
-	ck_assert_int_gt(symbolizer_refresh(sym), 0);
+	use_symbolizer_without_libdw();
 	check_entry_rule();
 }
 END_TEST
