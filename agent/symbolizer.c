@@ -23,10 +23,13 @@
  * can symbolize it later from the build id).
  *
  * The entry rule: in a program (ET_EXEC, or PIE with PT_INTERP), an address in
- * [e_entry, e_entry + ENTRY_CODE_MAX) that no sized symbol covers is "_start". Stripped
- * programs keep no symbol for their entry code, yet every main-thread stack ends there.
- * glibc's x86-64 crt1 _start is 34 bytes (ld's entry code of other libcs is shorter or
- * similar), so the window cannot reach far into the function the linker puts next.
+ * [e_entry, e_entry + ENTRY_CODE_MAX) that no sized symbol and no DWARF subprogram
+ * covers is "_start". Stripped programs keep no symbol for their entry code, yet every
+ * main-thread stack ends there (the return address of its call to __libc_start_main).
+ * glibc's x86-64 crt1 _start is 34 bytes; the window is a little larger for other
+ * crt1 variants, and reaches into the next function only when that one is unnamed too.
+ *
+ * The vdso has no file: its module is read from the image mapped in this process.
  */
 #include "symbolizer.h"
 
