@@ -46,7 +46,6 @@ struct datadog_exporter {
 	/* Per profile, rewritten by each prepare. */
 	char tags[DATADOG_TAGS_MAX];
 	char content_type_header[MULTIPART_CONTENT_TYPE_MAX + 16];
-	struct pb_buf event;
 };
 
 int datadog_format_rfc3339(uint64_t ns, char out[DATADOG_TIME_MAX])
@@ -326,19 +325,25 @@ static int datadog_prepare(struct exporter *e, const struct export_item *item, s
 	int rc = datadog_tags(de->tags, sizeof(de->tags), &tv);
 	if (rc < 0)
 		return rc;
+	/* event.json lives only until it is copied into the body: a buffer kept in the
+	 * exporter could be caught mid-realloc by a fork and then reused by the child. */
 	struct datadog_event ev = {de->tags, item->start_ns, item->end_ns};
-	rc = datadog_event_json(&de->event, &ev);
-	if (rc < 0)
+	struct pb_buf event;
+	pb_init(&event);
+	rc = datadog_event_json(&event, &ev);
+	if (rc < 0) {
+		pb_free(&event);
 		return rc;
+	}
 	char boundary[MULTIPART_BOUNDARY_MAX], ctype[MULTIPART_CONTENT_TYPE_MAX];
 	struct multipart mp;
 	multipart_random_boundary(boundary);
 	multipart_begin(&mp, body, boundary);
-	multipart_add(&mp, "event", "event.json", "application/json", de->event.data,
-		      de->event.len);
+	multipart_add(&mp, "event", "event.json", "application/json", event.data, event.len);
 	multipart_add(&mp, ATTACHMENT_NAME, ATTACHMENT_NAME, "application/octet-stream",
 		      item->pprof_gz, item->len);
 	rc = multipart_end(&mp);
+	pb_free(&event);
 	if (rc < 0)
 		return rc;
 	multipart_content_type(&mp, ctype);
@@ -363,7 +368,6 @@ static int datadog_prepare(struct exporter *e, const struct export_item *item, s
 static void datadog_destroy(struct exporter *e)
 {
 	struct datadog_exporter *de = (struct datadog_exporter *)e;
-	pb_free(&de->event);
 	/* The key must not linger in freed memory. */
 	explicit_bzero(de->key_header, sizeof(de->key_header));
 	free(de);
@@ -397,7 +401,6 @@ struct exporter *export_datadog_new(const struct config *cfg, int agentless)
 		return NULL;
 	}
 	ratelimit_init(&de->base.warn, RATELIMIT_DEFAULT_INTERVAL_NS);
-	pb_init(&de->event);
 	de->base.prepare = datadog_prepare;
 	de->base.destroy = datadog_destroy;
 	return &de->base;

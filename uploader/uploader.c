@@ -137,45 +137,63 @@ static void register_atexit_after_curl(void)
 		log_debug("atexit failed; the exit flush runs from the destructor");
 }
 
-/* Outcome of one delivery, into the counters. */
-static void tally(bool ok, unsigned failed_attempts, uint64_t bytes_sent)
+/* Outcomes of one profile's deliveries, counted once they are all known. */
+struct outcomes {
+	size_t n, delivered;
+	bool ok[MAX_EXPORTERS];
+	unsigned failed_attempts[MAX_EXPORTERS];
+	uint64_t bytes_sent[MAX_EXPORTERS];
+};
+
+static void outcome(struct outcomes *o, bool ok, unsigned failed_attempts, uint64_t bytes_sent)
 {
-	count(ok ? &st_uploads_ok : &st_uploads_dropped, 1);
-	if (!ok)
-		count(&st_export_failures, 1);
-	count(&st_uploads_failed, failed_attempts);
-	count(&st_bytes_sent, bytes_sent);
+	if (o->n >= MAX_EXPORTERS)
+		return;
+	o->ok[o->n] = ok;
+	o->failed_attempts[o->n] = failed_attempts;
+	o->bytes_sent[o->n] = bytes_sent;
+	o->delivered += ok;
+	o->n++;
 }
 
-/* Synchronous exporters (file). Returns whether it was delivered. */
-static bool send_sync(struct exporter *e, const struct export_item *item)
+static void tally(const struct outcomes *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		count(o->ok[i] ? &st_uploads_ok : &st_uploads_dropped, 1);
+		if (!o->ok[i])
+			count(&st_export_failures, 1);
+		count(&st_uploads_failed, o->failed_attempts[i]);
+		count(&st_bytes_sent, o->bytes_sent[i]);
+	}
+}
+
+/* Synchronous exporters (file). */
+static void send_sync(struct exporter *e, const struct export_item *item, struct outcomes *o)
 {
 	int rc = e->send(e, item);
-	tally(rc == 0, rc == 0 ? 0 : 1, 0);
+	outcome(o, rc == 0, rc == 0 ? 0 : 1, 0);
 	if (rc < 0 &&
 	    ratelimit_allow(&e->warn, HTTP_FAIL_SETUP, clock_now_ns(CLOCK_MONOTONIC), NULL))
 		log_warn("%s: cannot export the profile: %s", e->label, strerror(-rc));
-	return rc == 0;
 }
 
-/* Hands item to every exporter; HTTP ones until deadline (CLOCK_MONOTONIC). Returns the
- * number of deliveries that succeeded. */
-static size_t export_all(struct upload_ctx *ctx, const struct export_item *item, bool final,
-			 uint64_t deadline)
+/* Hands item to every exporter; HTTP ones until deadline (CLOCK_MONOTONIC). */
+static void export_all(struct upload_ctx *ctx, const struct export_item *item, bool final,
+		       uint64_t deadline, struct outcomes *o)
 {
 	struct http_job jobs[MAX_EXPORTERS];
-	size_t njobs = 0, delivered = 0;
+	size_t njobs = 0;
 	for (size_t i = 0; i < n_exporters; i++) {
 		struct exporter *e = exporters[i];
 		if (e->send) {
-			delivered += send_sync(e, item);
+			send_sync(e, item, o);
 			continue;
 		}
 		struct http_job *j = &jobs[njobs];
 		memset(j, 0, sizeof(*j));
 		int rc = e->prepare(e, item, &ctx->bodies[i], &j->req);
 		if (rc < 0) {
-			tally(false, 0, 0);
+			outcome(o, false, 0, 0);
 			log_warn("%s: cannot build the request: %s", e->label, strerror(-rc));
 			continue;
 		}
@@ -184,7 +202,7 @@ static size_t export_all(struct upload_ctx *ctx, const struct export_item *item,
 		njobs++;
 	}
 	if (njobs == 0)
-		return delivered;
+		return;
 	if (!ctx->http && !ctx->http_unavailable) {
 		ctx->http = http_client_new(up_cfg->upload_timeout_ns);
 		ctx->http_unavailable = ctx->http == NULL;
@@ -193,15 +211,12 @@ static size_t export_all(struct upload_ctx *ctx, const struct export_item *item,
 	}
 	if (!ctx->http) {
 		for (size_t i = 0; i < njobs; i++)
-			tally(false, 0, 0); /* libcurl missing: warned once by curl_api */
-		return delivered;
+			outcome(o, false, 0, 0); /* libcurl missing: warned once by curl_api */
+		return;
 	}
 	http_send_all(ctx->http, jobs, njobs, deadline, &exit_abort_ns, final);
-	for (size_t i = 0; i < njobs; i++) {
-		tally(jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
-		delivered += jobs[i].rc == 0;
-	}
-	return delivered;
+	for (size_t i = 0; i < njobs; i++)
+		outcome(o, jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
 }
 
 /* The final profile's outcome is counted once: by the thread, or by uploader_stop if
@@ -271,9 +286,12 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		} else {
 			struct export_item item = {ctx->gz.data, ctx->gz.len,  meta.start_ns,  now,
 						   meta.pid,	 export_seq++, ctx->runtime_id};
-			size_t ok = export_all(ctx, &item, final, deadline);
+			struct outcomes o = {0};
+			export_all(ctx, &item, final, deadline, &o);
+			/* At exit, uploader_stop may have given up and counted it already. */
 			if (!final || claim_final_count()) {
-				if (ok == n_exporters && n_exporters > 0) {
+				tally(&o);
+				if (o.delivered == n_exporters && n_exporters > 0) {
 					count(&st_exported, 1);
 					count(&st_bytes, ctx->gz.len);
 				}
@@ -281,7 +299,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 			log_debug("profile %llu: %llu samples, %zu stacks, %zu locations, "
 				  "%zu bytes gz, %zu/%zu exporters delivered",
 				  (unsigned long long)item.seq, (unsigned long long)samples,
-				  ps.samples, ps.locations, ps.gz_bytes, ok, n_exporters);
+				  ps.samples, ps.locations, ps.gz_bytes, o.delivered, n_exporters);
 		}
 	}
 	profile_reset(p);
