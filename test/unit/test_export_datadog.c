@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "test/unit/check_run.h"
+#include "test/unit/request_headers.h"
 
 #define SEC 1000000000ULL
 #define ID64 "3726184226f5d3147c25fdeab5b60097e378e8a720503a5e19ecfdf29f869860"
@@ -163,15 +164,6 @@ static struct config test_config(void)
 	strcpy(cfg.api_key, "KEY123");
 	strcpy(cfg.agentless_url, "https://intake.profile.datadoghq.eu/api/v2/profile");
 	return cfg;
-}
-
-static const char *find_header(const struct http_request *req, const char *prefix)
-{
-	for (size_t i = 0; i < req->nheaders; i++) {
-		if (strncmp(req->headers[i], prefix, strlen(prefix)) == 0)
-			return req->headers[i];
-	}
-	return NULL;
 }
 
 START_TEST(test_prepared_requests_carry_protocol_headers_and_body)

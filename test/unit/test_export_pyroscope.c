@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "test/unit/check_run.h"
+#include "test/unit/request_headers.h"
 
 #define SEC 1000000000ULL
 
@@ -73,15 +74,6 @@ START_TEST(test_basic_auth_header_is_base64_with_padding)
 	ck_assert_int_eq(pyroscope_basic_auth_header(h, 24, "user", "pass"), -ENOSPC);
 }
 END_TEST
-
-static const char *find_header(const struct http_request *req, const char *prefix)
-{
-	for (size_t i = 0; i < req->nheaders; i++) {
-		if (strncmp(req->headers[i], prefix, strlen(prefix)) == 0)
-			return req->headers[i];
-	}
-	return NULL;
-}
 
 START_TEST(test_prepared_request_has_auth_tenant_and_profile_part)
 {
