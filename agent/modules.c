@@ -350,7 +350,17 @@ int modules_refresh(void)
 static int refresh(bool *changed_out)
 {
 	struct scan s = {.vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
+	pthread_mutex_lock(&scan_lock);
 	dl_iterate_phdr(scan_cb, &s);
+	pthread_mutex_unlock(&scan_lock);
+	if (s.n > 0 && s.f[0].path[0] == 0) {
+		/* The executable (named after the walk: no syscall under the lock). */
+		ssize_t n = readlink("/proc/self/exe", s.f[0].path, sizeof(s.f[0].path) - 1);
+		if (n > 0)
+			s.f[0].path[n] = 0;
+		else
+			snprintf(s.f[0].path, sizeof(s.f[0].path), "[exe]");
+	}
 	if (s.err) {
 		free(s.f);
 		return s.err;
