@@ -85,7 +85,7 @@ struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
 	/* seq_cst load (pairs with the handler's seq_cst increment) and acquire (pairs
 	 * with the handler's release decrement: its writes are visible once we see 0). */
 	while (atomic_load_explicit(&p->writers, memory_order_seq_cst) != 0) {
-		struct timespec ts = { 0, SWAP_POLL_NS };
+		struct timespec ts = {0, SWAP_POLL_NS};
 		nanosleep(&ts, NULL);
 	}
 	return p;
@@ -101,10 +101,17 @@ void profile_reset(struct profile *p)
 	atomic_store_explicit(&p->dropped_cpu_ns, 0, memory_order_relaxed);
 }
 
+bool profiles_empty(struct profile_pair *pp)
+{
+	return atomic_load_explicit(&pp->p[0].samples, memory_order_relaxed) == 0 &&
+	       atomic_load_explicit(&pp->p[1].samples, memory_order_relaxed) == 0;
+}
+
 void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)
 {
 	/* Single-threaded here (fork child): plain resets are safe. */
 	for (int i = 0; i < 2; i++) {
+		region_after_fork(&pp->p[i].region);
 		profile_reset(&pp->p[i]);
 		atomic_store_explicit(&pp->p[i].writers, 0, memory_order_relaxed);
 	}

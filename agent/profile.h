@@ -54,6 +54,10 @@ void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs,
  */
 struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns);
 
+/* True when neither profile holds a sample (relaxed reads: a sample racing with the
+ * call may or may not be seen). Any thread. */
+bool profiles_empty(struct profile_pair *pp);
+
 /* The active profile, for reading its counters (diagnostics). */
 struct profile *profiles_active(struct profile_pair *pp);
 

@@ -23,11 +23,42 @@ int region_init(struct region *r, size_t ceiling)
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
+	/* A fork child starts with empty profiles: not copying the parent's pages makes
+	 * fork cheaper (no page tables to copy, no copy-on-write faults) and the child
+	 * maps fresh pages in region_after_fork. */
+	madvise(p, ceiling, MADV_DONTFORK);
 	r->base = p;
 	r->ceiling = ceiling;
 	r->page_size = (size_t)sysconf(_SC_PAGESIZE);
 	atomic_init(&r->used, 0);
 	atomic_init(&r->refused, 0);
+	return 0;
+}
+
+int region_after_fork(struct region *r)
+{
+	if (!r->base)
+		return 0;
+	/* The reservation was not inherited (MADV_DONTFORK): map it again at the same
+	 * address, so pointers to the region stay meaningful. */
+	void *p = mmap(r->base, r->ceiling, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == MAP_FAILED && errno == EEXIST) {
+		region_reset(r); /* inherited after all (kernel without DONTFORK): reuse */
+		return 0;
+	}
+	if (p != r->base) {
+		int err = p == MAP_FAILED ? errno : EEXIST;
+		if (p != MAP_FAILED)
+			munmap(p, r->ceiling);
+		r->base = NULL; /* region_alloc refuses everything: samples are dropped */
+		r->ceiling = 0;
+		atomic_store_explicit(&r->used, 0, memory_order_relaxed);
+		return -err;
+	}
+	madvise(p, r->ceiling, MADV_DONTFORK);
+	atomic_store_explicit(&r->used, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->refused, 0, memory_order_relaxed);
 	return 0;
 }
 
@@ -54,9 +85,8 @@ void *region_alloc(struct region *r, size_t size)
 			atomic_fetch_add_explicit(&r->refused, 1, memory_order_relaxed);
 			return NULL;
 		}
-	} while (!atomic_compare_exchange_weak_explicit(&r->used, &old, old + size,
-							memory_order_relaxed,
-							memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &r->used, &old, old + size, memory_order_relaxed, memory_order_relaxed));
 	return r->base + old;
 }
 

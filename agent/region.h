@@ -22,15 +22,20 @@
 #define REGION_ALIGN 16
 
 struct region {
-	uint8_t *base; /* owned mapping, NULL when not initialized */
-	size_t ceiling; /* bytes reserved */
-	size_t page_size; /* for giving pages back at reset */
-	_Atomic size_t used; /* bytes handed out */
+	uint8_t *base;		  /* owned mapping, NULL when not initialized */
+	size_t ceiling;		  /* bytes reserved */
+	size_t page_size;	  /* for giving pages back at reset */
+	_Atomic size_t used;	  /* bytes handed out */
 	_Atomic uint64_t refused; /* allocations refused since the last reset */
 };
 
 /* Reserves ceiling bytes. Returns 0 or a negative errno. */
 int region_init(struct region *r, size_t ceiling);
+/* Fork child (single-threaded): the reservation is not inherited (MADV_DONTFORK keeps
+ * fork cheap); maps it again, empty, at the same address. 0 or a negative errno (then
+ * the region refuses every allocation). */
+int region_after_fork(struct region *r);
+
 /* Unmaps. Caller guarantees no concurrent use. */
 void region_destroy(struct region *r);
 

@@ -51,6 +51,7 @@ struct control {
 	bool done;		  /* thread has finished */
 	bool final_counted;	  /* the thread has counted the final profile's outcome */
 	bool abandoned;		  /* uploader_stop gave up waiting and counted the drop itself */
+	bool cycling;		  /* the thread is serializing or exporting (lock released) */
 	uint64_t flush_requested; /* generation counters */
 	uint64_t flush_completed;
 };
@@ -66,6 +67,17 @@ struct upload_ctx {
 };
 
 static struct control ctl;
+/*
+ * The running thread's symbolizer, and the one a fork child inherits. A symbolizer is
+ * plain memory plus libdw state over shared read-only file descriptors and mappings,
+ * all copied by fork. When the parent's thread was idle at the fork (not cycling: the
+ * forking thread holds ctl.lock from prepare, so the thread is parked in its wait), the
+ * copy is consistent and the child's thread adopts it: a pre-fork server's workers
+ * start with the master's caches (no libdw reload, no DWARF work for pcs the master
+ * already named). Otherwise the child starts a fresh one.
+ */
+static struct symbolizer *live_sym;
+static struct symbolizer *inherited_sym;
 static const struct config *up_cfg;
 static struct profile_pair *up_profiles;
 static thread_create_fn up_create;
@@ -263,7 +275,15 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
 	struct profile *p = profiles_swap(up_profiles, now);
 	uint64_t samples = atomic_load_explicit(&p->samples, memory_order_relaxed);
-	if (samples > 0) {
+	if (samples > 0 && !ctx->sym) {
+		/* Made at the first profile with samples: a fork child that never has one
+		 * (most children of a fork storm) never pays for it. */
+		ctx->sym = symbolizer_new();
+		if (!ctx->sym)
+			count(&st_serialize_failures, 1);
+		live_sym = ctx->sym; /* read by the fork child handler only */
+	}
+	if (samples > 0 && ctx->sym) {
 		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
 		struct pprof_meta meta = {.start_ns = p->start_ns,
 					  .end_ns = now,
@@ -322,7 +342,9 @@ static void *uploader_main(void *arg)
 	prctl(PR_SET_NAME, UPLOADER_THREAD_NAME);
 	struct upload_ctx ctx;
 	memset(&ctx, 0, sizeof(ctx));
-	ctx.sym = symbolizer_new();
+	ctx.sym = inherited_sym; /* NULL unless we are a fork child's new thread */
+	inherited_sym = NULL;
+	live_sym = ctx.sym;
 	pb_init(&ctx.gz);
 	for (size_t i = 0; i < MAX_EXPORTERS; i++)
 		pb_init(&ctx.bodies[i]);
@@ -338,19 +360,19 @@ static void *uploader_main(void *arg)
 		}
 		bool final = ctl.stop;
 		uint64_t flush_gen = ctl.flush_requested;
+		ctl.cycling = true;
 		pthread_mutex_unlock(&ctl.lock);
 
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
 		while (next <= now)
 			next += period; /* a missed period is skipped, not made up */
-		if (ctx.sym)
-			upload_cycle(&ctx, final,
-				     final ? UINT64_MAX : period_deadline(next, period));
+		upload_cycle(&ctx, final, final ? UINT64_MAX : period_deadline(next, period));
 
 		now = clock_now_ns(CLOCK_MONOTONIC);
 		while (next <= now)
 			next += period;
 		pthread_mutex_lock(&ctl.lock);
+		ctl.cycling = false;
 		ctl.flush_completed = flush_gen;
 		if (final) {
 			ctl.done = true;
@@ -444,7 +466,13 @@ void uploader_stop(uint64_t timeout_ns)
 	if (up_cfg)
 		timeout_ns = up_cfg->exit_flush_timeout_ns;
 	pthread_mutex_lock(&ctl.lock);
-	if (ctl.running && !ctl.stop) {
+	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles)) {
+		/* Nothing sampled since the last upload and nothing in flight: no final
+		 * profile, so no reason to wait for the thread (a short fork child exits
+		 * at once instead of waking it and waiting for its answer). */
+		ctl.stop = true;
+		pthread_cond_broadcast(&ctl.cond);
+	} else if (ctl.running && !ctl.stop) {
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
 		uint64_t grace = timeout_ns / 2 < EXIT_GRACE_NS ? timeout_ns / 2 : EXIT_GRACE_NS;
 		/* Relaxed: a lone deadline, read by the thread at its next poll; the
@@ -518,6 +546,7 @@ void uploader_atfork_child(void)
 	    &st_uploads_dropped, &st_bytes_sent,
 	};
 	bool was_running = ctl.running && !ctl.stop;
+	inherited_sym = ctl.cycling ? NULL : live_sym;
 	/* Fresh control block: the old one's lock is held by this thread (prepare) and
 	 * its waiters live in the parent. */
 	control_init();

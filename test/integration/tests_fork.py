@@ -1,0 +1,211 @@
+"""Fork-heavy processes: pre-fork servers (gunicorn), fork storms, fork + exec.
+
+Every forked child is profiled under its own pid, never re-uploads its parent's samples,
+and costs the application little: no hang, no failed child, fork rate close to the run
+without the agent.
+"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+
+from itest import (LIB, WORKLOADS, check, dump, profile_files, run_profiled, value_index)
+
+PYTHON = "/usr/bin/python3"
+
+
+def pid_of(path):
+    return int(re.search(r"libddprof_(\d+)_\d+\.pprof$", path).group(1))
+
+
+def files_by_pid(outdir):
+    out = {}
+    for f in profile_files(outdir):
+        out.setdefault(pid_of(f), []).append(f)
+    return out
+
+
+def storm(extra_env, children, preload=True, timeout=120):
+    rc, stdout, stderr, _cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "fork_storm"), str(children)], extra_env, timeout=timeout,
+        preload=preload)
+    m = re.search(r"children (\d+) failed (\d+) seconds ([0-9.]+) rate ([0-9.]+) pids (\S*)",
+                  stdout)
+    check(m, "fork_storm printed %r (exit %d, stderr %s)" % (stdout, rc, stderr[-500:]))
+    pids = [int(p) for p in m.group(5).split(",") if p]
+    return rc, int(m.group(2)), float(m.group(4)), pids, wall, stderr
+
+
+def test_fork_storm_during_a_slow_upload(ctx):
+    """300 children (exit and _exit) at 1 kHz while an upload hangs: no hang, no failed
+    child, no profile from a child without samples; the fork rate ratio is reported."""
+    from tests_upload import Intake  # the local intake of the exporter tests
+    out = os.path.join(ctx.dir, "out")
+    with Intake(ctx, "slow", "--delay", "30") as intake:
+        env = {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+               "DD_PROFILING_UPLOAD_PERIOD": "0.2", "DD_TRACE_AGENT_URL": intake.url,
+               "DD_PROFILING_UPLOAD_TIMEOUT": "20", "DD_PROFILING_EXIT_FLUSH_TIMEOUT": "1"}
+        base, agent = [], []
+        # Warm-up: the first upload is sent and hangs in the intake for 30 s.
+        rc, failed, rate, pids, wall, stderr = storm(env, 100)
+        for _ in range(3):  # alternate so both see the same machine
+            base.append(storm({}, 300, preload=False)[2])
+            rc, failed, rate, pids, wall, stderr = storm(env, 300)
+            check(rc == 0 and failed == 0, "%d failed children (exit %d): %s"
+                  % (failed, rc, stderr[-500:]))
+            check(wall < 20, "the storm took %.1f s: something waited" % wall)
+            agent.append(rate)
+        in_flight = [r for r in intake.records() if r["protocol"].startswith("datadog")]
+        check(in_flight, "no upload reached the slow intake during the storm")
+    base.sort()
+    agent.sort()
+    # The rate ratio is reported, not asserted: make check holds no timing threshold
+    # (two shared cores make it noise); make bench measures it on a quiet machine.
+    ratio = agent[1] / base[1]
+    by_pid = files_by_pid(out)
+    parents = {p for p in by_pid if p not in pids}
+    for pid, files in by_pid.items():
+        profs = dump(files)
+        samples = sum(p["totals"][value_index(p, "cpu-samples")] for p in profs)
+        check(samples > 0, "pid %d wrote %d profile(s) with no sample" % (pid, len(files)))
+    return "fork rate %.0f/s vs %.0f/s (%.2fx), %d uploads in flight, %d child profiles" % (
+        agent[1], base[1], ratio, len(in_flight), len(by_pid) - len(parents))
+
+
+def test_fork_exec_child_is_profiled(ctx):
+    """A child that execs a program inherits LD_PRELOAD: its profile arrives under its pid."""
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, _cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "fork_storm"), "3", "exec",
+         os.path.join(WORKLOADS, "cpu_split"), "1", "0.4"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+    check(rc == 0, "exit %d: %s" % (rc, stderr[-500:]))
+    pids = [int(p) for p in re.search(r"pids (\S+)", stdout).group(1).split(",")]
+    by_pid = files_by_pid(out)
+    for pid in pids:
+        check(pid in by_pid, "no profile for exec'd child %d (have %s)" % (pid, sorted(by_pid)))
+        profs = dump(by_pid[pid])
+        ti = value_index(profs[0], "cpu-time")
+        cpu = sum(p["totals"][ti] for p in profs) / 1e9
+        check(abs(cpu - 0.4) <= 0.06, "child %d profile has %.3f s cpu-time, expected 0.4"
+              % (pid, cpu))
+        burn = sum(p["functions"].get("hot_a", {"self": [0, 0]})["self"][ti] for p in profs)
+        check(burn > 0, "child %d profile does not show cpu_split's hot_a" % pid)
+        check(all(pid in p["process_ids"] for p in profs), "process_id label is not %d" % pid)
+    return "%d exec'd children profiled" % len(pids)
+
+
+GUNICORN_APP = '''
+import os, time
+def burn(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+def application(environ, start_response):
+    burn(30000)
+    body = ("%d %.6f\\n" % (os.getpid(), time.process_time())).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"),
+                              ("Content-Length", str(len(body)))])
+    return [body]
+'''
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_gunicorn_recycled_workers(ctx):
+    """gunicorn, 3 workers recycled every ~25 requests, 300 requests: all succeed, every
+    worker that served has its own profile, no profile re-uploads the master's samples,
+    and the master exits cleanly on SIGTERM."""
+    out = os.path.join(ctx.dir, "out")
+    with open(os.path.join(ctx.dir, "app.py"), "w") as f:
+        f.write(GUNICORN_APP)
+    port = free_port()
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
+            del env[k]
+    env.update({"LD_PRELOAD": LIB, "DD_PROFILING_OUTPUT_DIR": out,
+                "DD_PROFILING_CPU_HZ": "1000", "DD_PROFILING_UPLOAD_PERIOD": "1"})
+    master = subprocess.Popen(
+        [PYTHON, "-m", "gunicorn", "-w", "3", "--max-requests", "25",
+         "--max-requests-jitter", "5", "-b", "127.0.0.1:%d" % port, "--chdir", ctx.dir,
+         "--graceful-timeout", "5", "app:application"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = "http://127.0.0.1:%d/" % port
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                break
+            except OSError:
+                if master.poll() is not None:
+                    raise AssertionError("gunicorn exited: %s"
+                                         % master.stderr.read().decode()[-1000:])
+                check(time.monotonic() < deadline, "gunicorn did not answer within 30 s")
+                time.sleep(0.1)
+        served = {}  # pid -> highest process_time it reported
+        errors = []
+        lock = threading.Lock()
+
+        def client(n):
+            for _ in range(n):
+                try:
+                    body = urllib.request.urlopen(url, timeout=30).read().decode()
+                    pid, cpu = body.split()
+                    with lock:
+                        served[int(pid)] = max(served.get(int(pid), 0.0), float(cpu))
+                except Exception as e:  # noqa: BLE001 - every failure is reported
+                    with lock:
+                        errors.append(repr(e))
+
+        clients = [threading.Thread(target=client, args=(75,)) for _ in range(4)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        check(not errors, "%d of 300 requests failed: %s" % (len(errors), errors[:3]))
+        time.sleep(0.5)
+        master.send_signal(signal.SIGTERM)
+        try:
+            rc = master.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            raise AssertionError("gunicorn master did not exit within 30 s of SIGTERM")
+        stderr = master.stderr.read().decode()
+        check(rc == 0, "gunicorn master exit %d: %s" % (rc, stderr[-1000:]))
+        check("libddprof" not in stderr, "agent messages: %s" % stderr[-1000:])
+    finally:
+        if master.poll() is None:
+            master.kill()
+            master.wait()
+    check(len(served) >= 6, "only %d workers served requests: --max-requests did not recycle"
+          % len(served))
+    by_pid = files_by_pid(out)
+    missing = sorted(p for p in served if p not in by_pid)
+    check(not missing, "workers %s served requests but have no profile" % missing)
+    check(master.pid in by_pid, "no profile for the master %d" % master.pid)
+    for pid, cpu in served.items():
+        profs = dump(by_pid[pid])
+        ti = value_index(profs[0], "cpu-time")
+        total = sum(p["totals"][ti] for p in profs) / 1e9
+        # A worker's own CPU clock starts at fork; the master's samples (its imports,
+        # worker management) must not reappear here.
+        check(total <= cpu + 0.15, "worker %d profile holds %.2f s but used %.2f s of CPU"
+              % (pid, total, cpu))
+        spans = sorted((p["time_nanos"], p["time_nanos"] + p["duration_nanos"]) for p in profs)
+        for (s0, e0), (s1, _e1) in zip(spans, spans[1:]):
+            check(s1 >= e0, "worker %d profiles overlap" % pid)
+        check(all(p["process_ids"] == [pid] for p in profs),
+              "worker %d profile carries process ids %s" % (pid, [p["process_ids"] for p in profs]))
+    return "%d workers served 300 requests, %d profiles, master exit 0" % (
+        len(served), sum(len(v) for v in by_pid.values()))
