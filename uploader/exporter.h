@@ -7,13 +7,15 @@
  *    headers, multipart body) and http_send.c sends every exporter's request side by
  *    side, with retries, within the period.
  * Exporters are made once by uploader_start (configuration only: no I/O, no libcurl)
- * and never change afterwards except for what prepare() fills for the profile at hand
- * and their warning rate limiter, so a fork child can go on using them.
+ * and never change afterwards except for what prepare() fills for the profile at hand,
+ * their warning rate limiter and the uploader's in-flight/unresponsive marks, so a fork
+ * child can go on using them.
  * Context: uploader thread only (creation: uploader_start, in the constructor).
  */
 #ifndef DDPROF_UPLOADER_EXPORTER_H
 #define DDPROF_UPLOADER_EXPORTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +49,9 @@ struct exporter {
 		       struct http_request *req);
 	void (*destroy)(struct exporter *e);
 	struct ratelimit warn; /* failure warnings of this exporter */
+	/* HTTP exporters, kept by the uploader and inherited by fork children: */
+	uint64_t in_flight_since_ns; /* CLOCK_MONOTONIC start of the send in progress, or 0 */
+	bool unresponsive;	     /* its last request got no answer in time (see uploader.c) */
 };
 
 /* File exporter writing into dir (created 0700 if missing). NULL on failure (logged). */

@@ -264,19 +264,24 @@ static void report(const struct http_job *j, uint64_t now)
 			 j->attempts, j->attempts == 1 ? "" : "s", j->detail, more);
 }
 
-static uint64_t effective_deadline(uint64_t deadline, const _Atomic uint64_t *abort_ns)
+/* The exit deadline, 0 when none is set. */
+static uint64_t abort_deadline(const _Atomic uint64_t *abort_ns)
 {
 	/* Relaxed: a plain value with nothing published alongside it; a stale read delays
 	 * noticing it by one POLL_SLICE_MS round at most. */
-	uint64_t a = abort_ns ? atomic_load_explicit(abort_ns, memory_order_relaxed) : 0;
-	return a && a < deadline ? a : deadline;
+	return abort_ns ? atomic_load_explicit(abort_ns, memory_order_relaxed) : 0;
 }
 
 /* Runs one step for job j in slot i; returns whether it still needs the loop, and
  * lowers *wake to when it next does. */
 static bool step_job(struct http_client *c, size_t i, struct http_job *j, uint64_t now,
-		     uint64_t deadline, uint64_t *wake)
+		     uint64_t deadline, bool no_retry, uint64_t *wake)
 {
+	if (j->state == JOB_WAITING && j->attempts > 0 && no_retry) {
+		/* The process is exiting: a failed attempt is not retried. */
+		j->rc = -ETIMEDOUT;
+		j->state = JOB_DONE;
+	}
 	if (j->state == JOB_RUNNING && now >= deadline) {
 		/* Out of time mid-request: abandon it (closes that connection). */
 		end_attempt(c, i, j);
@@ -327,11 +332,15 @@ void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint6
 	}
 	for (;;) {
 		now = clock_now_ns(CLOCK_MONOTONIC);
-		uint64_t deadline = effective_deadline(deadline_ns, abort_ns);
+		uint64_t abort_at = abort_deadline(abort_ns);
+		uint64_t deadline = abort_at && abort_at < deadline_ns ? abort_at : deadline_ns;
+		/* Once an exit deadline is set, attempts in flight may finish but nothing is
+		 * retried: an intake that refuses connections must not hold up the exit. */
+		bool no_retry = single_attempt || abort_at != 0;
 		uint64_t wake = deadline;
 		bool pending = false;
 		for (size_t i = 0; i < n; i++)
-			pending |= step_job(c, i, &jobs[i], now, deadline, &wake);
+			pending |= step_job(c, i, &jobs[i], now, deadline, no_retry, &wake);
 		if (!pending)
 			break;
 		int running = 0, left = 0;
@@ -341,7 +350,7 @@ void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint6
 			for (size_t i = 0; msg->msg == CURLMSG_DONE && i < n; i++) {
 				if (c->easy[i] == msg->easy_handle && jobs[i].state == JOB_RUNNING)
 					finish_attempt(c, i, &jobs[i], msg->data.result, now,
-						       deadline, single_attempt);
+						       deadline, no_retry);
 			}
 		}
 		uint64_t ms = wake > now ? (wake - now) / NS_PER_MS : 0;

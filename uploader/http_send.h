@@ -101,7 +101,8 @@ void http_client_free(struct http_client *c);
  * Sends jobs[0..n) (n <= HTTP_MAX_SLOTS) concurrently until each is delivered, rejected
  * or out of time: nothing is attempted at or past min(deadline_ns, *abort_ns) (both
  * CLOCK_MONOTONIC; *abort_ns 0 = none, read at each step as it may be set by another
- * thread). single_attempt: no retries (the exit flush). Logs failures per job->warn.
+ * thread). No retries when single_attempt (the exit flush) or once *abort_ns is set
+ * (an attempt in flight may still finish). Logs failures per job->warn.
  */
 void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint64_t deadline_ns,
 		   const _Atomic uint64_t *abort_ns, bool single_attempt);

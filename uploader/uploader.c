@@ -10,6 +10,9 @@
  * Memory for pending uploads: one gzip pprof plus one request body per HTTP exporter,
  * reused every period. A profile is never kept past its period (no spool): what could
  * not be delivered by then is dropped and counted.
+ * Exit flush: one attempt per HTTP exporter, except for an exporter known not to answer
+ * (its last request timed out, or the parent was waiting on it when this process was
+ * forked): the final profile is then dropped at once rather than holding up the exit.
  */
 #include "uploader.h"
 
@@ -194,6 +197,7 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 		       uint64_t deadline, struct outcomes *o)
 {
 	struct http_job jobs[MAX_EXPORTERS];
+	struct exporter *http_exporters[MAX_EXPORTERS];
 	size_t njobs = 0;
 	for (size_t i = 0; i < n_exporters; i++) {
 		struct exporter *e = exporters[i];
@@ -201,8 +205,17 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 			send_sync(e, item, o);
 			continue;
 		}
+		if (final && e->unresponsive) {
+			/* The exit never waits on an intake known not to answer. */
+			outcome(o, false, 0, 0);
+			log_debug("%s: did not answer its last request in time; not waiting for "
+				  "it at exit: final profile dropped",
+				  e->label);
+			continue;
+		}
 		struct http_job *j = &jobs[njobs];
 		memset(j, 0, sizeof(*j));
+		http_exporters[njobs] = e;
 		int rc = e->prepare(e, item, &ctx->bodies[i], &j->req);
 		if (rc < 0) {
 			outcome(o, false, 0, 0);
@@ -226,9 +239,16 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 			outcome(o, false, 0, 0); /* libcurl missing: warned once by curl_api */
 		return;
 	}
-	http_send_all(ctx->http, jobs, njobs, deadline, &exit_abort_ns, final);
+	uint64_t start = clock_now_ns(CLOCK_MONOTONIC);
 	for (size_t i = 0; i < njobs; i++)
+		http_exporters[i]->in_flight_since_ns = start;
+	http_send_all(ctx->http, jobs, njobs, deadline, &exit_abort_ns, final);
+	for (size_t i = 0; i < njobs; i++) {
 		outcome(o, jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
+		http_exporters[i]->in_flight_since_ns = 0;
+		http_exporters[i]->unresponsive =
+		    jobs[i].rc != 0 && jobs[i].fail == HTTP_FAIL_TIMEOUT;
+	}
 }
 
 /* The final profile's outcome is counted once: by the thread, or by uploader_stop if
@@ -554,9 +574,14 @@ void uploader_atfork_child(void)
 	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
 		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
-	/* The exporters' warning memory is the parent's: the child warns on its own. */
-	for (size_t i = 0; i < n_exporters; i++)
-		ratelimit_init(&exporters[i]->warn, RATELIMIT_DEFAULT_INTERVAL_NS);
+	/* A request the parent was still waiting for: the intake may be hanging, and this
+	 * child cannot know better; its exit flush will not wait for that exporter. The
+	 * warning rate limiters are kept: a fork storm warns like one process. */
+	for (size_t i = 0; i < n_exporters; i++) {
+		if (exporters[i]->in_flight_since_ns)
+			exporters[i]->unresponsive = true;
+		exporters[i]->in_flight_since_ns = 0;
+	}
 	if (was_running && spawn_thread() != 0)
 		log_warn("cannot start the uploader thread in the fork child %d", (int)getpid());
 }

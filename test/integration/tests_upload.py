@@ -298,18 +298,23 @@ def test_intake_down_costs_the_app_nothing(ctx):
     base_env = {"DD_PROFILING_UPLOAD_PERIOD": "0.5", "DD_PROFILING_CPU_HZ": HZ}
     walls = {"file": [], "down": []}
     err_down = ""
-    for i in range(2):  # interleaved, best of two: the other engineer shares the cores
+    for i in range(3):  # interleaved, best of three: the machine's cores are shared
         for kind in ("file", "down"):
             env = dict(base_env, DD_PROFILING_OUTPUT_DIR=os.path.join(ctx.dir, "%s%d" % (kind, i)))
             if kind == "down":
                 env["DD_TRACE_AGENT_URL"] = "http://127.0.0.1:%d" % port
-            _o, err, cpu, wall = run_split(env, secs=1.5)
+            # One burner: the uploader thread has the other core, as on a real host.
+            _o, err, cpu, wall = run_split(env, threads=1, secs=1.2)
             walls[kind].append(wall)
             if kind == "down":
                 err_down = err
-                check_cpu(profile_files(env["DD_PROFILING_OUTPUT_DIR"]), cpu)
+                # The other exporter is unaffected: a file every period, and at exit.
+                files = profile_files(env["DD_PROFILING_OUTPUT_DIR"])
+                check(len(files) >= int(wall / 0.5), "%d files in %.2f s at 0.5 s periods"
+                      % (len(files), wall))
     base, down = min(walls["file"]), min(walls["down"])
-    check(down - base <= max(0.15, 0.1 * base),
+    # A profiler that waited on the network would cost seconds (retries, timeouts).
+    check(down - base <= max(0.25, 0.1 * base),
           "with the intake down the run took %.3f s, %.3f s with file export only" % (down, base))
     w = warnings(err_down)
     check(1 <= len(w) <= 2, "expected one or two warning lines, got %d:\n%s" % (len(w), err_down))
