@@ -138,9 +138,9 @@ def test_symbols_python_steady_state_is_answered_by_the_cache(ctx):
     locs = sum(u[0] for u in tail)
     check(cached >= 0.5 * locs, "last uploads: %d of %d locations from the cache, "
           "expected >= 50%%" % (cached, locs))
+    # Times are reported, not asserted (no timing thresholds in make check: two shared
+    # cores); the cache-hit share above is what proves the steady state does no work.
     steady_ms = max(u[1] for u in tail)
-    check(steady_ms < first[1], "steady-state symbolization %.3f ms is not below the "
-          "first upload's %.3f ms" % (steady_ms, first[1]))
     cache_bytes = max(u[6] for u in ups)
     check(cache_bytes < 16 << 20, "pc cache %d bytes, over its 16 MiB budget" % cache_bytes)
     # And what the cache holds is right: python's interpreter loop is named.
