@@ -183,6 +183,11 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+bool sampler_thread_is_internal(void)
+{
+	return tls_state.internal;
+}
+
 void sampler_thread_mark_internal(void)
 {
 	tls_state.internal = true;

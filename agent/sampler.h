@@ -42,6 +42,8 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi);
 
 /* In the calling thread: marks it as a profiler thread; its samples are ignored. */
 void sampler_thread_mark_internal(void);
+/* Whether the calling thread is one of the profiler's own. */
+bool sampler_thread_is_internal(void);
 
 /* The calling thread's tid, cached (one syscall the first time). */
 pid_t sampler_gettid(void);

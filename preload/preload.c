@@ -164,7 +164,11 @@ __attribute__((used)) void *ddprof_dlopen_enter(void)
 		/* Release pairs with the acquire above; every thread resolves the same. */
 		__atomic_store_n(&real_dlopen, f, __ATOMIC_RELEASE);
 	}
-	if (atomic_load_explicit(&agent_running, memory_order_acquire))
+	/* The profiler's own loads (libcurl, libdw and their dependencies, from the
+	 * uploader thread) wait for the periodic rescan: the application rarely runs
+	 * their code, and an exit flush should not compete with their tables. */
+	if (atomic_load_explicit(&agent_running, memory_order_acquire) &&
+	    !sampler_thread_is_internal())
 		modules_notify_load();
 	return (void *)f;
 }
@@ -208,7 +212,8 @@ DDPROF_EXPORT int dlclose(void *handle)
 			return -1;
 	}
 	int rc = f(handle);
-	if (rc == 0 && atomic_load_explicit(&agent_running, memory_order_acquire))
+	if (rc == 0 && atomic_load_explicit(&agent_running, memory_order_acquire) &&
+	    !sampler_thread_is_internal())
 		modules_notify();
 	return rc;
 }
