@@ -38,6 +38,7 @@
  * LOAD_POLLS times (a dlopen with many dependencies and constructors can take long). */
 #define LOAD_POLL_NS (2ULL * 1000000ULL)
 #define LOAD_POLLS 100
+#define START_DELAY_NS (1 * 1000000L)
 
 struct module {
 	char *path; /* file read for CFI; vdso: its soname */
@@ -469,6 +470,12 @@ static void *modules_thread(void *arg)
 	(void)arg;
 	sampler_thread_mark_internal();
 	pthread_setname_np(pthread_self(), "ddprof-modules");
+	/* A process that lives a few milliseconds (a shell command) should not pay for
+	 * tables it never uses, nor wait at exit for a thread busy building them: start
+	 * after a short pause. Longer programs lose at most this much of their DWARF
+	 * unwinding at start-up (those samples walk frame pointers). */
+	struct timespec pause = {0, START_DELAY_NS};
+	nanosleep(&pause, NULL);
 	for (;;) {
 		pthread_mutex_lock(&ctl_lock);
 		uint64_t gen = notify_gen;
