@@ -42,39 +42,27 @@ static void setup(void)
 	ck_assert_int_gt(modules_refresh(), 3); /* tables of every loaded module, now */
 }
 
-/* Without frame pointers: only CFI can find the callers. The volatile array keeps a
- * frame of some size on the stack. */
-__attribute__((noinline, optimize("omit-frame-pointer"))) static int descend_nofp(int depth)
-{
-	volatile char pad[48];
-	pad[0] = (char)depth;
-	if (depth == 0) {
-		ucontext_t uc;
-		getcontext(&uc);
-		unwind_here(&uc);
-		return pad[0];
+/* The same recursion twice: without frame pointers (only CFI can find the callers) and
+ * with them. The volatile array keeps a frame of some size on the stack; the leaf
+ * unwinds from a getcontext; depth 1 records the return address every level pushes. */
+#define DEFINE_DESCEND(name, ...)                                                                  \
+	__attribute__((noinline __VA_ARGS__)) static int name(int depth)                           \
+	{                                                                                          \
+		volatile char pad[48];                                                             \
+		pad[0] = (char)depth;                                                              \
+		if (depth == 0) {                                                                  \
+			ucontext_t uc;                                                             \
+			getcontext(&uc);                                                           \
+			unwind_here(&uc);                                                          \
+			return pad[0];                                                             \
+		}                                                                                  \
+		int r = name(depth - 1);                                                           \
+		if (depth == 1)                                                                    \
+			descend_ret = (uintptr_t)__builtin_return_address(0);                      \
+		return r + pad[0];                                                                 \
 	}
-	int r = descend_nofp(depth - 1);
-	if (depth == 1)
-		descend_ret = (uintptr_t)__builtin_return_address(0);
-	return r + pad[0];
-}
-
-__attribute__((noinline)) static int descend_fp(int depth)
-{
-	volatile char pad[48];
-	pad[0] = (char)depth;
-	if (depth == 0) {
-		ucontext_t uc;
-		getcontext(&uc);
-		unwind_here(&uc);
-		return pad[0];
-	}
-	int r = descend_fp(depth - 1);
-	if (depth == 1)
-		descend_ret = (uintptr_t)__builtin_return_address(0);
-	return r + pad[0];
-}
+DEFINE_DESCEND(descend_nofp, , optimize("omit-frame-pointer"))
+DEFINE_DESCEND(descend_fp)
 
 static void check_recursion(int depth, const char *what)
 {
