@@ -136,7 +136,8 @@ unit: $(UNIT_BINS)
 TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules
 TSAN_CORE := common/log.c agent/region.c agent/stack_trie.c agent/profile.c
 # The module map's publication and grace period (plus what modules.c calls).
-TSAN_MODULES := agent/modules.c agent/grace.c agent/cfi_table.c agent/cfi_parse.c \
+TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table.c \
+	agent/cfi_find.c agent/cfi_parse.c \
 	agent/sampler.c agent/stack_bounds.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan

@@ -1,8 +1,8 @@
 /*
  * cfi_table.c - sorted unwind tables and their lookup (see cfi_table.h).
  *
- * Context: building runs in normal context (the ddprof-modules thread, tests). Only
- * cfi_table_find is async-signal-safe (binary search, no calls).
+ * Context: normal context only (the ddprof-modules thread, tests). The lookup the
+ * signal handler uses, cfi_table_find, is agent/cfi_find.c.
  *
  * The rows come from cfi_parse.c one FDE at a time; here they are ordered (FDE chunks
  * sorted and concatenated: much cheaper than sorting every row), merged, and trimmed.
@@ -178,36 +178,6 @@ void cfi_table_free(struct cfi_table *t)
 	free(t->rows);
 	free(t->page);
 	memset(t, 0, sizeof(*t));
-}
-
-/* async-signal-safe */
-const struct cfi_row *cfi_table_find(const struct cfi_table *t, uint64_t vaddr)
-{
-	if (!t || t->nrows == 0 || vaddr < t->base || vaddr - t->base > UINT32_MAX)
-		return NULL;
-	uint32_t pc = (uint32_t)(vaddr - t->base);
-	size_t lo = 0, hi = t->nrows;
-	if (pc < t->rows[0].pc)
-		return NULL;
-	uint32_t p = pc >> CFI_PAGE_SHIFT;
-	if (t->page && p < t->npages) {
-		/* The answer lies in [page[p], page[p + 1]]: page[p] has pc <= pc. */
-		lo = t->page[p];
-		if (p + 1 < t->npages)
-			hi = (size_t)t->page[p + 1] + 1;
-	} else if (t->page) {
-		lo = t->nrows - 1; /* past the last page: the last row */
-	}
-	/* Last row with row.pc <= pc. */
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->rows[mid].pc <= pc)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	const struct cfi_row *r = &t->rows[lo];
-	return r->kind == CFI_NONE ? NULL : r;
 }
 
 /* ---------------------------------------------------------------- ELF input */

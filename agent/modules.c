@@ -2,9 +2,9 @@
  * modules.c - loaded modules, their CFI tables, and the map handlers search
  * (see modules.h).
  *
- * This file is async-signal-safe in modules_enter, modules_exit and module_map_find
- * (atomics and a binary search). Everything else runs in normal context: the
- * "ddprof-modules" thread, tests, and the fork child handler.
+ * Context: normal context only: the "ddprof-modules" thread, tests, the preload
+ * layer's dlopen/dlclose hooks and the fork handlers. The map's handler side
+ * (lookups, publication, grace period) is agent/module_map.c.
  *
  * Locks: mod_lock serializes writers (the thread, tests) over the records and the
  * publication; it is held while tables are built (file I/O), so no fork handler and no
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/grace.h"
+#include "agent/module_map.h"
 #include "agent/sampler.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -57,10 +57,6 @@ static pthread_mutex_t mod_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct module **mods;
 static size_t nmods, capmods;
 
-static struct module_map empty_map;
-static _Atomic(struct module_map *) cur_map = &empty_map;
-static struct grace mod_grace;
-
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ctl_cond;
 static bool ctl_stop, ctl_running;
@@ -83,40 +79,6 @@ static struct retired_segment retired[RETIRED_MAX];
 static size_t nretired;
 
 static _Atomic uint64_t st_build_ns, st_build_failures, st_fdes_skipped, st_publications, st_leaked;
-
-/* ---------------------------------------------------------------- handler side */
-
-/* async-signal-safe */
-const struct module_map *modules_enter(unsigned *slot)
-{
-	*slot = grace_enter(&mod_grace);
-	/* Acquire pairs with publish()'s release store: the entries and tables of the map
-	 * are fully written before we read them. */
-	return atomic_load_explicit(&cur_map, memory_order_acquire);
-}
-
-/* async-signal-safe */
-void modules_exit(unsigned slot)
-{
-	grace_exit(&mod_grace, slot);
-}
-
-/* async-signal-safe */
-const struct module_entry *module_map_find(const struct module_map *m, uintptr_t pc)
-{
-	size_t lo = 0, hi = m->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct module_entry *e = &m->e[mid];
-		if (pc < e->start)
-			hi = mid;
-		else if (pc >= e->end)
-			lo = mid + 1;
-		else
-			return e;
-	}
-	return NULL;
-}
 
 /* ---------------------------------------------------------------- scanning */
 
@@ -220,14 +182,13 @@ static void publish(struct module **dead, size_t ndead)
 			};
 	}
 	qsort(m->e, m->n, sizeof(m->e[0]), entry_cmp);
-	/* Release pairs with modules_enter's acquire load. */
-	struct module_map *old = atomic_exchange_explicit(&cur_map, m, memory_order_release);
+	struct module_map *old = module_map_publish(m);
 	atomic_fetch_add_explicit(&st_publications, 1, memory_order_relaxed);
-	if (!grace_wait(&mod_grace, GRACE_TIMEOUT_NS)) {
+	if (!module_map_grace_wait(GRACE_TIMEOUT_NS)) {
 		atomic_fetch_add_explicit(&st_leaked, 1 + ndead, memory_order_relaxed);
 		return;
 	}
-	if (old != &empty_map)
+	if (old)
 		free(old);
 	for (size_t i = 0; i < ndead; i++)
 		module_free(dead[i]);
@@ -629,12 +590,12 @@ void modules_atfork_child(modules_thread_create_fn create)
 	retired_lock = fresh;
 	scan_lock = fresh; /* held by our prepare handler */
 	modules_init();
-	grace_reset(&mod_grace);
+	module_map_after_fork();
 	nretired = 0; /* the parent's profile owns them */
 	atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
 	ctl_running = false;
 	ctl_stop = false;
-	const struct module_map *m = atomic_load_explicit(&cur_map, memory_order_relaxed);
+	const struct module_map *m = module_map_current();
 	struct module **fresh_mods = calloc(m->n ? m->n : 1, sizeof(*fresh_mods));
 	size_t n = 0;
 	for (size_t i = 0; fresh_mods && i < m->n; i++) {
