@@ -1,0 +1,347 @@
+#!/usr/bin/python3
+"""Process-level benchmarks: libddprof side by side with no agent and with gperftools.
+
+usage: peers.py RESULTS_DIR [--quick]
+
+Every figure comes from paired runs: a run without any profiler and a run under a
+profiler, back to back in random order, repeated; the figure is the median of the
+per-pair ratios, so slow drifts of a shared machine hit both sides of each pair.
+Writes one JSON file per benchmark into RESULTS_DIR (rendered by report.py):
+
+  overhead.json  fixed CPU work on 2 threads (build/bench/fixed_work): wall and CPU
+                 time under a profiler / without, at several sampling rates
+  accuracy.json  profile CPU-time total / kernel CPU time (test/workloads/cpu_split),
+                 1 to 64 threads, 99 Hz and 1 kHz
+  spawn.json     thread create+join/s, fork+exit+wait/s (build/bench/bench_spawn) and
+                 the fork_storm workload's fork rate, under a profiler / without
+  startup.json   extra wall time of /bin/true under LD_PRELOAD
+  memory.json    extra peak RSS of 64 threads with ~10k distinct stacks
+                 (build/bench/many_stacks), with the default ceiling and a small one
+
+gperftools is Debian's libgoogle-perftools4 (libprofiler.so.0, started by CPUPROFILE);
+its profile is read from its documented binary format (a header of 64-bit words
+0, 3, 0, period_us, 0, then records count, depth, pcs...), the same data
+`google-pprof --raw` prints.
+"""
+import json
+import os
+import random
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LIBDDPROF = os.path.join(ROOT, "build", "libddprof.so")
+GPERF = "/usr/lib/x86_64-linux-gnu/libprofiler.so.0"
+BENCH = os.path.join(ROOT, "build", "bench")
+WORKLOADS = os.path.join(ROOT, "build", "workloads")
+PPROF_DUMP = os.path.join(ROOT, "build", "pprof-dump")
+
+QUICK = "--quick" in sys.argv
+random.seed(6)
+
+
+def base_env():
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("DD_") or k.startswith("PYROSCOPE_") or
+                   k.startswith("CPUPROFILE") or k == "LD_PRELOAD")}
+    return env
+
+
+class Profiler:
+    """One candidate: how to run a program under it, and how to read its profiles."""
+
+    def __init__(self, kind, hz=None, extra=None):
+        self.kind = kind  # "none", "libddprof", "gperftools"
+        self.hz = hz
+        self.extra = extra or {}
+        self.dir = None
+
+    @property
+    def name(self):
+        return self.kind if self.hz is None else "%s@%d" % (self.kind, self.hz)
+
+    def env(self):
+        env = base_env()
+        if self.kind == "none":
+            return env
+        self.dir = tempfile.mkdtemp(prefix="ddprof-bench-")
+        if self.kind == "libddprof":
+            env["LD_PRELOAD"] = LIBDDPROF
+            env["DD_PROFILING_OUTPUT_DIR"] = self.dir
+            env["DD_PROFILING_LOG_LEVEL"] = "error"
+            if self.hz:
+                env["DD_PROFILING_CPU_HZ"] = str(self.hz)
+        else:
+            env["LD_PRELOAD"] = GPERF
+            env["CPUPROFILE"] = os.path.join(self.dir, "gperf.prof")
+            if self.hz:
+                env["CPUPROFILE_FREQUENCY"] = str(self.hz)
+        env.update(self.extra)
+        return env
+
+    def profile_cpu_ns(self):
+        """CPU time the profiles written by the last run account for, and their
+        number of distinct stacks (pprof samples / gperftools records)."""
+        total, stacks, dropped = 0, 0, 0
+        if self.kind == "libddprof":
+            files = sorted(os.path.join(self.dir, f) for f in os.listdir(self.dir))
+            if files:
+                out = subprocess.run([PPROF_DUMP, "--json"] + files, check=True,
+                                     stdout=subprocess.PIPE).stdout.decode()
+                for line in out.splitlines():
+                    d = json.loads(line)
+                    total += d["totals"][1]
+                    stacks += d.get("num_samples", 0)
+                    drop = d.get("functions", {}).get("[dropped]")
+                    if drop:
+                        dropped += drop["self"][0]
+        elif self.kind == "gperftools":
+            total, stacks = read_gperftools(os.path.join(self.dir, "gperf.prof"))
+        return total, stacks, dropped
+
+    def cleanup(self):
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+def read_gperftools(path):
+    """(sampled CPU ns, records) of a gperftools CPU profile."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return 0, 0
+    words = struct.unpack("<%dQ" % (len(data) // 8), data[:len(data) // 8 * 8])
+    hdr_words = words[1]
+    period_us = words[3]
+    i = 2 + hdr_words
+    total, records = 0, 0
+    while i + 1 < len(words):
+        count, depth = words[i], words[i + 1]
+        if count == 0 and depth == 1:  # trailer
+            break
+        total += count * period_us * 1000
+        records += 1
+        i += 2 + depth
+    return total, records
+
+
+def run(prof, argv, timeout=600):
+    """Runs argv under prof: (stdout, wall seconds, process CPU seconds, maxrss KiB)."""
+    env = prof.env()
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError("%s under %s exited %d" % (argv, prof.name, p.returncode))
+    return out.decode(), wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+
+
+def fields(text):
+    """'k v k v ...' -> dict of floats where they parse."""
+    parts = text.split()
+    d = {}
+    for k, v in zip(parts[0::2], parts[1::2]):
+        try:
+            d[k] = float(v)
+        except ValueError:
+            d[k] = v
+    return d
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def paired(cands, rounds, measure):
+    """For each round, each candidate is run next to a fresh baseline run (order within
+    the pair and of the candidates random). measure(prof) -> dict of numbers.
+    Returns {cand.name: [(base, cand) ...]}."""
+    base = Profiler("none")
+    pairs = {c.name: [] for c in cands}
+    for _ in range(rounds):
+        order = list(cands)
+        random.shuffle(order)
+        for c in order:
+            if random.random() < 0.5:
+                b = measure(base)
+                m = measure(c)
+            else:
+                m = measure(c)
+                b = measure(base)
+            pairs[c.name].append((b, m))
+            c.cleanup()
+    return pairs
+
+
+def write(resdir, name, obj):
+    with open(os.path.join(resdir, name), "w") as f:
+        json.dump(obj, f, indent=1)
+
+
+def bench_overhead(resdir):
+    rates = [19, 99, 250, 1000]
+    millions = 200 if QUICK else 600
+    rounds = 2 if QUICK else 7
+    cands = [Profiler(k, hz) for hz in rates for k in ("libddprof", "gperftools")]
+
+    def measure(prof):
+        out, wall, cpu, _ = run(prof, [os.path.join(BENCH, "fixed_work"), "2", str(millions)])
+        f = fields(out)
+        return {"work_wall": f["wall_s"], "work_cpu": f["cpu_s"], "proc_wall": wall,
+                "proc_cpu": cpu}
+
+    pairs = paired(cands, rounds, measure)
+    res = {"threads": 2, "millions_per_thread": millions, "rounds": rounds, "rows": []}
+    for c in cands:
+        ps = pairs[c.name]
+        row = {"profiler": c.kind, "hz": c.hz,
+               "base_work_wall": median([b["work_wall"] for b, _ in ps])}
+        for k in ("work_wall", "work_cpu", "proc_wall", "proc_cpu"):
+            row[k] = median([m[k] / b[k] for b, m in ps])
+        res["rows"].append(row)
+    write(resdir, "overhead.json", res)
+    for r in res["rows"]:
+        print("  %-10s %5d Hz  work wall %.3f cpu %.3f  process wall %.3f cpu %.3f" %
+              (r["profiler"], r["hz"], r["work_wall"], r["work_cpu"], r["proc_wall"],
+               r["proc_cpu"]))
+
+
+def bench_accuracy(resdir):
+    threads = [1, 4, 16, 64]
+    secs = 0.1 if QUICK else 0.5
+    reps = 1 if QUICK else 3
+    rows = []
+    for hz in (99, 1000):
+        for kind in ("libddprof", "gperftools"):
+            for n in threads:
+                ratios = []
+                prof = Profiler(kind, hz)
+                for _ in range(reps):
+                    out, _, _, _ = run(prof, [os.path.join(WORKLOADS, "cpu_split"), str(n),
+                                              str(secs)])
+                    kernel = fields(out)["cpu_seconds"] * 1e9
+                    total, _, _ = prof.profile_cpu_ns()
+                    ratios.append(total / kernel)
+                    prof.cleanup()
+                rows.append({"profiler": kind, "hz": hz, "threads": n,
+                             "ratio": median(ratios), "runs": ratios})
+                print("  %-10s %5d Hz %3d threads  profile/kernel %.3f" %
+                      (kind, hz, n, median(ratios)))
+    write(resdir, "accuracy.json", {"cpu_seconds_per_thread": secs, "reps": reps,
+                                    "rows": rows})
+
+
+def bench_spawn(resdir):
+    rounds = 2 if QUICK else 7
+    n_threads = 3000 if QUICK else 20000
+    n_forks = 200 if QUICK else 1000
+    n_storm = 100 if QUICK else 300
+    cands = [Profiler("libddprof"), Profiler("gperftools")]
+    res = {"rounds": rounds, "threads": n_threads, "forks": n_forks, "storm": n_storm,
+           "rows": []}
+    cases = [("threads", [os.path.join(BENCH, "bench_spawn"), "threads", str(n_threads)]),
+             ("fork", [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks)]),
+             ("fork_storm", [os.path.join(WORKLOADS, "fork_storm"), str(n_storm)])]
+    for case, argv in cases:
+        def measure(prof, argv=argv):
+            out, _, _, _ = run(prof, argv)
+            return fields(out)["rate"]
+
+        pairs = paired(cands, rounds, measure)
+        for c in cands:
+            ps = pairs[c.name]
+            row = {"case": case, "profiler": c.kind, "base_rate": median([b for b, _ in ps]),
+                   "rate": median([m for _, m in ps]), "ratio": median([m / b for b, m in ps])}
+            res["rows"].append(row)
+            print("  %-10s %-10s %9.0f/s vs %9.0f/s  ratio %.3f" %
+                  (case, c.kind, row["rate"], row["base_rate"], row["ratio"]))
+    write(resdir, "spawn.json", res)
+
+
+def bench_startup(resdir):
+    n = 60 if QUICK else 400
+    cands = [Profiler("libddprof"), Profiler("gperftools")]
+    true = shutil.which("true") or "/bin/true"
+
+    def measure(prof):
+        env = prof.env()
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(true, [true], env)
+        os.waitpid(pid, 0)
+        return time.perf_counter() - t0
+
+    pairs = paired(cands, n, measure)
+    rows = []
+    for c in cands:
+        ps = pairs[c.name]
+        rows.append({"profiler": c.kind, "base_ms": median([b for b, _ in ps]) * 1e3,
+                     "extra_ms": median([m - b for b, m in ps]) * 1e3})
+        print("  %-10s /bin/true +%.3f ms (baseline %.3f ms)" %
+              (c.kind, rows[-1]["extra_ms"], rows[-1]["base_ms"]))
+    write(resdir, "startup.json", {"runs": n, "rows": rows})
+
+
+def bench_memory(resdir):
+    secs = 0.05 if QUICK else 0.16
+    rounds = 1 if QUICK else 3
+    hz = 1000
+    cands = [Profiler("libddprof", hz),
+             Profiler("libddprof", hz, {"DD_PROFILING_MAX_MEMORY": "1MiB"}),
+             Profiler("gperftools", hz)]
+    labels = {id(cands[0]): "default ceiling (64 MiB)", id(cands[1]): "ceiling 1 MiB",
+              id(cands[2]): ""}
+    res = {"threads": 64, "cpu_seconds_per_thread": secs, "hz": hz, "rounds": rounds,
+           "rows": []}
+    base = Profiler("none")
+    argv = [os.path.join(BENCH, "many_stacks"), "64", str(secs)]
+    samples = {id(c): [] for c in cands}
+    for _ in range(rounds):
+        order = list(cands)
+        random.shuffle(order)
+        for c in order:
+            _, _, _, brss = run(base, argv)
+            _, _, _, rss = run(c, argv)
+            _, stacks, dropped = c.profile_cpu_ns()
+            samples[id(c)].append((brss, rss, stacks, dropped))
+            c.cleanup()
+    for c in cands:
+        s = samples[id(c)]
+        row = {"profiler": c.kind, "config": labels[id(c)],
+               "base_kib": median([b for b, _, _, _ in s]),
+               "extra_kib": median([r - b for b, r, _, _ in s]),
+               "stacks": median([st for _, _, st, _ in s]),
+               "dropped": median([d for _, _, _, d in s])}
+        res["rows"].append(row)
+        print("  %-10s %-24s +%.1f MiB (baseline %.1f MiB), %d stacks, %d dropped" %
+              (c.kind, row["config"], row["extra_kib"] / 1024, row["base_kib"] / 1024,
+               row["stacks"], row["dropped"]))
+    write(resdir, "memory.json", res)
+
+
+def main():
+    resdir = sys.argv[1]
+    os.makedirs(resdir, exist_ok=True)
+    only = [a for a in sys.argv[2:] if not a.startswith("--")]
+    benches = [("overhead", bench_overhead), ("accuracy", bench_accuracy),
+               ("spawn", bench_spawn), ("startup", bench_startup), ("memory", bench_memory)]
+    for name, fn in benches:
+        if only and name not in only:
+            continue
+        t0 = time.monotonic()
+        print("bench: %s" % name, flush=True)
+        fn(resdir)
+        print("  (%.0f s)" % (time.monotonic() - t0), flush=True)
+
+
+if __name__ == "__main__":
+    main()
