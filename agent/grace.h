@@ -9,6 +9,8 @@
  *    three are seq_cst and pair with grace_wait's epoch increment and slot load: either
  *    the reader sees the new epoch (and then loads the new pointer, published before the
  *    increment), or the writer sees the reader's count and waits for it.
+ *  - grace_wait flips twice and drains both slots, so a true return covers every reader
+ *    that entered before the call, even after an earlier wait timed out.
  *  - grace_wait is bounded: a reader that never leaves (a thread stopped in its
  *    handler) makes it return false, and the caller leaks the old object instead of
  *    freeing it.

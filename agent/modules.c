@@ -78,6 +78,7 @@ static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct retired_segment retired[RETIRED_MAX];
 static size_t nretired;
 
+static _Atomic uint64_t st_modules, st_tables, st_table_bytes, st_rows;
 static _Atomic uint64_t st_build_ns, st_build_failures, st_fdes_skipped, st_publications, st_leaked;
 
 /* ---------------------------------------------------------------- scanning */
@@ -302,6 +303,7 @@ static bool same_module(const struct module *m, const struct found *f)
 }
 
 static int refresh(bool *changed_out);
+static void update_live_stats(void);
 
 int modules_refresh(void)
 {
@@ -386,8 +388,10 @@ static int refresh(bool *changed_out)
 			build_table(mods[i], s.vdso);
 			if (mods[i]->has_table)
 				publish(NULL, 0);
+			update_live_stats();
 		}
 	}
+	update_live_stats();
 	int n = (int)nmods;
 	pthread_mutex_unlock(&mod_lock);
 	free(s.f);
@@ -395,19 +399,31 @@ static int refresh(bool *changed_out)
 	return n;
 }
 
-void modules_get_stats(struct modules_stats *out)
+/* mod_lock held: the live figures, published for modules_get_stats (which an
+ * application thread may call: it must not wait for mod_lock, held across builds). */
+static void update_live_stats(void)
 {
-	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&mod_lock);
-	out->modules = nmods;
+	uint64_t tables = 0, bytes = 0, rows = 0;
 	for (size_t i = 0; i < nmods; i++) {
 		if (!mods[i]->has_table)
 			continue;
-		out->tables++;
-		out->table_bytes += cfi_table_bytes(&mods[i]->table);
-		out->rows += mods[i]->table.nrows;
+		tables++;
+		bytes += cfi_table_bytes(&mods[i]->table);
+		rows += mods[i]->table.nrows;
 	}
-	pthread_mutex_unlock(&mod_lock);
+	atomic_store_explicit(&st_modules, nmods, memory_order_relaxed);
+	atomic_store_explicit(&st_tables, tables, memory_order_relaxed);
+	atomic_store_explicit(&st_table_bytes, bytes, memory_order_relaxed);
+	atomic_store_explicit(&st_rows, rows, memory_order_relaxed);
+}
+
+void modules_get_stats(struct modules_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->modules = atomic_load_explicit(&st_modules, memory_order_relaxed);
+	out->tables = atomic_load_explicit(&st_tables, memory_order_relaxed);
+	out->table_bytes = atomic_load_explicit(&st_table_bytes, memory_order_relaxed);
+	out->rows = atomic_load_explicit(&st_rows, memory_order_relaxed);
 	out->build_ns = atomic_load_explicit(&st_build_ns, memory_order_relaxed);
 	out->build_failures = atomic_load_explicit(&st_build_failures, memory_order_relaxed);
 	out->fdes_skipped = atomic_load_explicit(&st_fdes_skipped, memory_order_relaxed);
@@ -614,5 +630,6 @@ void modules_atfork_child(modules_thread_create_fn create)
 	mods = fresh_mods;
 	nmods = fresh_mods ? n : 0;
 	capmods = fresh_mods ? (m->n ? m->n : 1) : 0;
+	update_live_stats();
 	lazy_create = create;
 }

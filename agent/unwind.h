@@ -11,6 +11,7 @@
 #ifndef DDPROF_AGENT_UNWIND_H
 #define DDPROF_AGENT_UNWIND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Deepest stack kept; deeper ones end in PC_TRUNCATED in the last slot. */
@@ -36,6 +37,7 @@ struct unwind_regs {
 struct unwind_stats {
 	uint64_t walks;		/* stacks unwound with DWARF */
 	uint64_t complete;	/* reached a root frame (_start, clone3) */
+	uint64_t truncated;	/* cut at UNWIND_MAX_DEPTH (neither complete nor incomplete) */
 	uint64_t fp_steps;	/* frames recovered with frame pointers (no table for the pc) */
 	uint64_t cfi_steps;	/* frames recovered with CFI rows */
 	uint64_t signal_frames; /* signal trampolines crossed */
@@ -58,5 +60,9 @@ uint32_t unwind_fp(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max)
 uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max);
 
 void unwind_get_stats(struct unwind_stats *out);
+
+/* Normal context, before sampling starts: off when process_vm_readv may be fatal (a
+ * seccomp filter); reads outside the thread's stack then end the walk instead. */
+void unwind_set_guarded_reads(bool on);
 
 #endif

@@ -36,6 +36,10 @@
 
 #define GUARDED_READS_MAX 32
 
+static _Atomic uint64_t st_truncated;
+/* Off when a seccomp filter may kill the process on process_vm_readv (set once at
+ * start-up, before any timer is armed). */
+static bool guarded_reads = true;
 static _Atomic uint64_t st_walks, st_complete, st_fp_steps, st_cfi_steps, st_signal_frames,
     st_guarded_reads, st_failed_reads;
 
@@ -57,7 +61,7 @@ static bool read_word(struct walk *w, uintptr_t addr, uintptr_t *out)
 		*out = *(const uintptr_t *)addr;
 		return true;
 	}
-	if (w->guarded_left <= 0 || addr < 4096) {
+	if (!guarded_reads || w->guarded_left <= 0 || addr < 4096) {
 		w->failed++;
 		return false;
 	}
@@ -164,8 +168,18 @@ static enum step step_cfi(struct walk *w, struct frame *f, const struct cfi_row 
 }
 
 /* async-signal-safe */
+void unwind_set_guarded_reads(bool on)
+{
+	guarded_reads = on;
+}
+
 uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max)
 {
+	if (max < 2) {
+		if (max == 1)
+			pcs[0] = regs->pc ? regs->pc : PC_UNKNOWN;
+		return max;
+	}
 	struct walk w = {
 	    .lo = regs->sp,
 	    .hi = regs->stack_hi,
@@ -176,7 +190,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 	struct frame f = {regs->pc, regs->sp, regs->fp, true, true};
 	uint32_t n = 0;
 	pcs[n++] = f.pc ? f.pc : PC_UNKNOWN;
-	bool root = false;
+	bool root = false, truncated = false;
 	unsigned slot;
 	const struct module_map *map = modules_enter(&slot);
 	while (f.pc > PC_SYNTHETIC_MAX) {
@@ -204,21 +218,21 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 		} else if (w.hi && f.sp > w.lo && f.sp <= w.hi) {
 			w.lo = f.sp; /* frames below the caller's sp are dead */
 		}
-		if (n >= max - 1) {
-			pcs[n++] = PC_TRUNCATED;
-			root = true; /* not incomplete: cut on purpose */
+		if (n + 1 >= max) {
+			pcs[n++] = PC_TRUNCATED; /* cut on purpose, not incomplete */
+			truncated = true;
 			break;
 		}
 		pcs[n++] = f.pc;
 	}
 	modules_exit(slot);
-	if (!root && n < max)
-		pcs[n++] = PC_INCOMPLETE;
-	else if (!root)
-		pcs[max - 1] = PC_INCOMPLETE;
+	if (!root && !truncated)
+		pcs[n++] = PC_INCOMPLETE; /* n < max: the loop stops at max - 1 */
 	atomic_fetch_add_explicit(&st_walks, 1, memory_order_relaxed);
 	if (root)
 		atomic_fetch_add_explicit(&st_complete, 1, memory_order_relaxed);
+	if (truncated)
+		atomic_fetch_add_explicit(&st_truncated, 1, memory_order_relaxed);
 	if (w.fp_steps)
 		atomic_fetch_add_explicit(&st_fp_steps, w.fp_steps, memory_order_relaxed);
 	if (w.cfi_steps)
@@ -233,6 +247,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 void unwind_get_stats(struct unwind_stats *out)
 {
 	out->walks = atomic_load_explicit(&st_walks, memory_order_relaxed);
+	out->truncated = atomic_load_explicit(&st_truncated, memory_order_relaxed);
 	out->complete = atomic_load_explicit(&st_complete, memory_order_relaxed);
 	out->fp_steps = atomic_load_explicit(&st_fp_steps, memory_order_relaxed);
 	out->cfi_steps = atomic_load_explicit(&st_cfi_steps, memory_order_relaxed);

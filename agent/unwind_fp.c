@@ -27,6 +27,8 @@ static inline bool frame_in_stack(uintptr_t fp, uintptr_t lo, uintptr_t hi)
 uint32_t unwind_fp(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max)
 {
 	uint32_t n = 0;
+	if (max == 0)
+		return 0;
 	pcs[n++] = regs->pc ? regs->pc : PC_UNKNOWN;
 	uintptr_t lo = regs->sp, hi = regs->stack_hi, fp = regs->fp;
 	if (hi == 0 || lo >= hi)
@@ -37,7 +39,7 @@ uint32_t unwind_fp(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max)
 		uintptr_t next = frame[0];
 		if (ret <= PC_SYNTHETIC_MAX)
 			break;
-		if (n == max - 1) {
+		if (n + 1 >= max) {
 			pcs[n++] = PC_TRUNCATED;
 			break;
 		}

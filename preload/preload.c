@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -108,10 +109,32 @@ static void restore_signal_mask(void)
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 
+/* Seccomp mode 2 (a filter) from /proc/self/status; false when unknown. */
+static bool seccomp_filtered(void)
+{
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	char buf[4096];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *s = strstr(buf, "\nSeccomp:");
+	return s && atoi(s + strlen("\nSeccomp:")) == 2;
+}
+
+/* Whether this thread's prepare handler took our locks: the parent and child handlers
+ * act only then (a fork racing with the constructor must not unlock what it never
+ * locked). */
+static __thread bool fork_prepared __attribute__((tls_model("initial-exec")));
+
 static void atfork_prepare(void)
 {
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return;
+	fork_prepared = true;
 	block_sampling_signal();
 	uploader_atfork_prepare();
 	threads_atfork_prepare();
@@ -120,8 +143,9 @@ static void atfork_prepare(void)
 
 static void atfork_parent(void)
 {
-	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+	if (!fork_prepared)
 		return;
+	fork_prepared = false;
 	modules_atfork_parent();
 	threads_atfork_parent();
 	uploader_atfork_parent();
@@ -130,8 +154,9 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
-	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+	if (!fork_prepared)
 		return;
+	fork_prepared = false;
 	/* A fresh profile: the parent's samples are the parent's to upload. */
 	profiles_reinit_after_fork(&profiles, clock_now_ns(CLOCK_REALTIME));
 	threads_atfork_child();
@@ -238,6 +263,11 @@ __attribute__((constructor)) static void ddprof_init(void)
 	/* An empty module map first: until the tables are built, the DWARF unwinder
 	 * walks frame pointers. */
 	modules_init();
+	if (seccomp_filtered()) {
+		/* A filter may kill us on process_vm_readv: only read the stack directly. */
+		unwind_set_guarded_reads(false);
+		log_debug("seccomp filter active: unwinding reads only the thread's stack");
+	}
 	int signo = sampler_init(&profiles, period_ns, cfg.signal, unwind_dwarf);
 	if (signo < 0) {
 		log_error("no free signal for sampling; profiling disabled");
@@ -322,7 +352,7 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		struct unwind_stats us2;
 		unwind_get_stats(&us2);
 		d.stacks_unwound = us2.walks;
-		d.stacks_incomplete = us2.walks - us2.complete;
+		d.stacks_incomplete = us2.walks - us2.complete - us2.truncated;
 		d.unwind_fp_fallbacks = us2.fp_steps;
 		d.uploads_ok = us.uploads_ok;
 		d.uploads_failed = us.uploads_failed;
