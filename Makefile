@@ -164,7 +164,24 @@ $(BUILD)/bench/bench_handler: scripts/bench/bench_handler.c $(BUILD)/libddprof_c
 	@echo "  CC      $@"
 	@$(CC) $(BASE_CFLAGS) $< $(BUILD)/libddprof_core.a -o $@ $(LIB_LDLIBS)
 
-BENCH_BINS := $(BUILD)/bench/bench_handler
+# Benchmarks linking the core library (trie throughput, pprof serialization).
+$(BUILD)/bench/bench_trie $(BUILD)/bench/bench_serialize: $(BUILD)/bench/%: scripts/bench/%.c \
+		$(BUILD)/libddprof_core.a
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(BASE_CFLAGS) $< $(BUILD)/libddprof_core.a -o $@ $(LIB_LDLIBS)
+
+# Programs run under LD_PRELOAD (no agent code inside), built like the workloads.
+$(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks: \
+		$(BUILD)/bench/%: scripts/bench/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread -Wall \
+		-Werror $< -o $@
+
+BENCH_BINS := $(BUILD)/bench/bench_handler $(BUILD)/bench/bench_trie \
+	$(BUILD)/bench/bench_serialize $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn \
+	$(BUILD)/bench/many_stacks
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)

@@ -6,6 +6,8 @@
  * right) chosen by the bits of a random number, so 2^DEPTH paths per thread and nearly
  * every sample is a new stack. The agent's memory then grows with its stack trie; the
  * runner compares peak RSS with and without it, and with a small DD_PROFILING_MAX_MEMORY.
+ * At most one new stack per sample: the kernel checks CPU timers at its ticks, so even
+ * at 1 kHz this gives about tick-rate x cores samples per second.
  *
  * usage: many_stacks THREADS CPU_SECONDS_PER_THREAD
  * Prints "maxrss_kib M" (getrusage of the whole process at the end).
@@ -53,10 +55,11 @@ __attribute__((noinline)) static void descend_left(uint32_t path, int depth)
 	__asm__ volatile(""); /* no tail call: each level keeps its frame */
 }
 
+/* Not the same body as descend_left: GCC would fold identical functions into one. */
 __attribute__((noinline)) static void descend_right(uint32_t path, int depth)
 {
 	descend(path, depth);
-	__asm__ volatile("");
+	sink++;
 }
 
 static double thread_cpu_seconds(void)

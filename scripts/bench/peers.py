@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -132,15 +133,38 @@ def read_gperftools(path):
     return total, records
 
 
-def run(prof, argv, timeout=600):
-    """Runs argv under prof: (stdout, wall seconds, process CPU seconds, maxrss KiB)."""
+class Hung(Exception):
+    """The program did not finish in time (killed); the pair is left out and counted."""
+
+
+RUN_TIMEOUT = 30 if QUICK else 120  # seconds; every program here takes a few
+
+
+def run(prof, argv, timeout=RUN_TIMEOUT):
+    """Runs argv under prof: (stdout, wall seconds, process CPU seconds, maxrss KiB).
+    Raises Hung when it has to be killed (gperftools sometimes deadlocks in fork)."""
     env = prof.env()
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    killed = []
+
+    def kill():
+        killed.append(True)
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
     out = p.stdout.read()
     _, status, ru = os.wait4(p.pid, 0)
+    timer.cancel()
     wall = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
+    if killed:
+        raise Hung("%s under %s hung" % (argv[0], prof.name))
     if p.returncode != 0:
         raise RuntimeError("%s under %s exited %d" % (argv, prof.name, p.returncode))
     return out.decode(), wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
@@ -172,15 +196,22 @@ def paired(cands, rounds, measure):
         order = list(cands)
         random.shuffle(order)
         for c in order:
-            if random.random() < 0.5:
-                b = measure(base)
-                m = measure(c)
-            else:
-                m = measure(c)
-                b = measure(base)
-            pairs[c.name].append((b, m))
+            try:
+                if random.random() < 0.5:
+                    b = measure(base)
+                    m = measure(c)
+                else:
+                    m = measure(c)
+                    b = measure(base)
+                pairs[c.name].append((b, m))
+            except Hung as e:
+                print("  %s (killed after %d s, pair left out)" % (e, RUN_TIMEOUT))
+                HUNG[c.name] = HUNG.get(c.name, 0) + 1
             c.cleanup()
     return pairs
+
+
+HUNG = {}  # candidate name -> runs killed, per benchmark (reset by each)
 
 
 def write(resdir, name, obj):
@@ -211,6 +242,8 @@ def bench_overhead(resdir):
         res["rows"].append(row)
     write(resdir, "overhead.json", res)
     for r in res["rows"]:
+        if r["work_wall"] is None:
+            continue
         print("  %-10s %5d Hz  work wall %.3f cpu %.3f  process wall %.3f cpu %.3f" %
               (r["profiler"], r["hz"], r["work_wall"], r["work_cpu"], r["proc_wall"],
                r["proc_cpu"]))
@@ -218,7 +251,7 @@ def bench_overhead(resdir):
 
 def bench_accuracy(resdir):
     threads = [1, 4, 16, 64]
-    secs = 0.1 if QUICK else 0.5
+    secs = 0.1 if QUICK else 0.4
     reps = 1 if QUICK else 3
     rows = []
     for hz in (99, 1000):
@@ -227,8 +260,13 @@ def bench_accuracy(resdir):
                 ratios = []
                 prof = Profiler(kind, hz)
                 for _ in range(reps):
-                    out, _, _, _ = run(prof, [os.path.join(WORKLOADS, "cpu_split"), str(n),
-                                              str(secs)])
+                    try:
+                        out, _, _, _ = run(prof, [os.path.join(WORKLOADS, "cpu_split"),
+                                                  str(n), str(secs)])
+                    except Hung as e:
+                        print("  %s (run left out)" % e)
+                        prof.cleanup()
+                        continue
                     kernel = fields(out)["cpu_seconds"] * 1e9
                     total, _, _ = prof.profile_cpu_ns()
                     ratios.append(total / kernel)
@@ -257,14 +295,19 @@ def bench_spawn(resdir):
             out, _, _, _ = run(prof, argv)
             return fields(out)["rate"]
 
+        HUNG.clear()
         pairs = paired(cands, rounds, measure)
         for c in cands:
             ps = pairs[c.name]
             row = {"case": case, "profiler": c.kind, "base_rate": median([b for b, _ in ps]),
-                   "rate": median([m for _, m in ps]), "ratio": median([m / b for b, m in ps])}
+                   "rate": median([m for _, m in ps]), "ratio": median([m / b for b, m in ps]),
+                   "pairs": len(ps), "hung": HUNG.get(c.name, 0)}
             res["rows"].append(row)
-            print("  %-10s %-10s %9.0f/s vs %9.0f/s  ratio %.3f" %
-                  (case, c.kind, row["rate"], row["base_rate"], row["ratio"]))
+            if not ps:
+                print("  %-10s %-10s every run hung" % (case, c.kind))
+                continue
+            print("  %-10s %-10s %9.0f/s vs %9.0f/s  ratio %.3f  (%d hung)" %
+                  (case, c.kind, row["rate"], row["base_rate"], row["ratio"], row["hung"]))
     write(resdir, "spawn.json", res)
 
 
@@ -276,7 +319,8 @@ def bench_startup(resdir):
     def measure(prof):
         env = prof.env()
         t0 = time.perf_counter()
-        pid = os.posix_spawn(true, [true], env)
+        pid = os.posix_spawn(true, [true], env, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)])
         os.waitpid(pid, 0)
         return time.perf_counter() - t0
 
@@ -292,39 +336,50 @@ def bench_startup(resdir):
 
 
 def bench_memory(resdir):
-    secs = 0.05 if QUICK else 0.16
-    rounds = 1 if QUICK else 3
+    secs = 0.05 if QUICK else 0.5
+    rounds = 1 if QUICK else 2
     hz = 1000
     cands = [Profiler("libddprof", hz),
              Profiler("libddprof", hz, {"DD_PROFILING_MAX_MEMORY": "1MiB"}),
              Profiler("gperftools", hz)]
-    labels = {id(cands[0]): "default ceiling (64 MiB)", id(cands[1]): "ceiling 1 MiB",
-              id(cands[2]): ""}
+    labels = ["default ceiling (64 MiB)", "ceiling 1 MiB", ""]
     res = {"threads": 64, "cpu_seconds_per_thread": secs, "hz": hz, "rounds": rounds,
            "rows": []}
     base = Profiler("none")
     argv = [os.path.join(BENCH, "many_stacks"), "64", str(secs)]
-    samples = {id(c): [] for c in cands}
+    samples = [[] for _ in cands]
     for _ in range(rounds):
-        order = list(cands)
-        random.shuffle(order)
-        for c in order:
+        # One baseline per round (the runs are long); candidates in random order.
+        try:
             _, _, _, brss = run(base, argv)
-            _, _, _, rss = run(c, argv)
+        except Hung as e:
+            print("  %s (round left out)" % e)
+            continue
+        order = list(range(len(cands)))
+        random.shuffle(order)
+        for i in order:
+            c = cands[i]
+            try:
+                _, _, _, rss = run(c, argv)
+            except Hung as e:
+                print("  %s (run left out)" % e)
+                c.cleanup()
+                continue
             _, stacks, dropped = c.profile_cpu_ns()
-            samples[id(c)].append((brss, rss, stacks, dropped))
+            samples[i].append((brss, rss, stacks, dropped))
             c.cleanup()
-    for c in cands:
-        s = samples[id(c)]
-        row = {"profiler": c.kind, "config": labels[id(c)],
+    for i, c in enumerate(cands):
+        s = samples[i]
+        row = {"profiler": c.kind, "config": labels[i],
                "base_kib": median([b for b, _, _, _ in s]),
                "extra_kib": median([r - b for b, r, _, _ in s]),
                "stacks": median([st for _, _, st, _ in s]),
                "dropped": median([d for _, _, _, d in s])}
         res["rows"].append(row)
-        print("  %-10s %-24s +%.1f MiB (baseline %.1f MiB), %d stacks, %d dropped" %
-              (c.kind, row["config"], row["extra_kib"] / 1024, row["base_kib"] / 1024,
-               row["stacks"], row["dropped"]))
+        if s:
+            print("  %-10s %-24s +%.1f MiB (baseline %.1f MiB), %d stacks, %d dropped" %
+                  (c.kind, row["config"], row["extra_kib"] / 1024, row["base_kib"] / 1024,
+                   row["stacks"], row["dropped"]))
     write(resdir, "memory.json", res)
 
 
