@@ -172,7 +172,8 @@ $(BUILD)/bench/bench_trie $(BUILD)/bench/bench_serialize: $(BUILD)/bench/%: scri
 	@$(CC) $(BASE_CFLAGS) $< $(BUILD)/libddprof_core.a -o $@ $(LIB_LDLIBS)
 
 # Programs run under LD_PRELOAD (no agent code inside), built like the workloads.
-$(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks: \
+$(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks \
+		$(BUILD)/bench/maxrss: \
 		$(BUILD)/bench/%: scripts/bench/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
@@ -181,7 +182,7 @@ $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks:
 
 BENCH_BINS := $(BUILD)/bench/bench_handler $(BUILD)/bench/bench_trie \
 	$(BUILD)/bench/bench_serialize $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn \
-	$(BUILD)/bench/many_stacks
+	$(BUILD)/bench/many_stacks $(BUILD)/bench/maxrss
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)

@@ -141,10 +141,13 @@ RUN_TIMEOUT = 30 if QUICK else 120  # seconds; every program here takes a few
 SPAWN_TIMEOUT = 10  # seconds; the spawn benchmarks take 2 at most when they do not hang
 
 
-def run(prof, argv, timeout=RUN_TIMEOUT):
+def run(prof, argv, timeout=RUN_TIMEOUT, preload_var="LD_PRELOAD"):
     """Runs argv under prof: (stdout, wall seconds, process CPU seconds, maxrss KiB).
-    Raises Hung when it has to be killed (gperftools sometimes deadlocks in fork)."""
+    Raises Hung when it has to be killed (gperftools sometimes deadlocks in fork).
+    preload_var: the variable that gets the profiler's library (see maxrss.c)."""
     env = prof.env()
+    if preload_var != "LD_PRELOAD" and "LD_PRELOAD" in env:
+        env[preload_var] = env.pop("LD_PRELOAD")
     t0 = time.monotonic()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          start_new_session=True)
@@ -348,12 +351,20 @@ def bench_memory(resdir):
     res = {"threads": 64, "cpu_seconds_per_thread": secs, "hz": hz, "rounds": rounds,
            "rows": []}
     base = Profiler("none")
-    argv = [os.path.join(BENCH, "many_stacks"), "64", str(secs)]
+    # Through build/bench/maxrss: a peak RSS read here would include this runner's.
+    argv = [os.path.join(BENCH, "maxrss"), os.path.join(BENCH, "many_stacks"), "64", str(secs)]
+
+    def peak(prof):
+        """(peak RSS KiB from start to exit, peak at the end of main: before the
+        profiler's exit flush)"""
+        out, _, _, _ = run(prof, argv, preload_var="BENCH_PRELOAD")
+        f = fields(out)
+        return f["child_maxrss_kib"], f["maxrss_kib"]
     samples = [[] for _ in cands]
     for _ in range(rounds):
         # One baseline per round (the runs are long); candidates in random order.
         try:
-            _, _, _, brss = run(base, argv)
+            brss = peak(base)
         except Hung as e:
             print("  %s (round left out)" % e)
             continue
@@ -362,26 +373,28 @@ def bench_memory(resdir):
         for i in order:
             c = cands[i]
             try:
-                _, _, _, rss = run(c, argv)
+                rss = peak(c)
             except Hung as e:
                 print("  %s (run left out)" % e)
                 c.cleanup()
                 continue
             _, stacks, dropped = c.profile_cpu_ns()
-            samples[i].append((brss, rss, stacks, dropped))
+            samples[i].append((brss[0], rss[0], stacks, dropped, rss[1] - brss[1]))
             c.cleanup()
     for i, c in enumerate(cands):
         s = samples[i]
         row = {"profiler": c.kind, "config": labels[i],
-               "base_kib": median([b for b, _, _, _ in s]),
-               "extra_kib": median([r - b for b, r, _, _ in s]),
-               "stacks": median([st for _, _, st, _ in s]),
-               "dropped": median([d for _, _, _, d in s])}
+               "base_kib": median([x[0] for x in s]),
+               "extra_kib": median([x[1] - x[0] for x in s]),
+               "extra_run_kib": median([x[4] for x in s]),
+               "stacks": median([x[2] for x in s]),
+               "dropped": median([x[3] for x in s])}
         res["rows"].append(row)
         if s:
-            print("  %-10s %-24s +%.1f MiB (baseline %.1f MiB), %d stacks, %d dropped" %
-                  (c.kind, row["config"], row["extra_kib"] / 1024, row["base_kib"] / 1024,
-                   row["stacks"], row["dropped"]))
+            print("  %-10s %-24s +%.1f MiB (+%.1f MiB before exit; baseline %.1f MiB), "
+                  "%d stacks, %d dropped" %
+                  (c.kind, row["config"], row["extra_kib"] / 1024, row["extra_run_kib"] / 1024,
+                   row["base_kib"] / 1024, row["stacks"], row["dropped"]))
     write(resdir, "memory.json", res)
 
 
