@@ -6,6 +6,9 @@
  *   existing  each thread re-records STACKS stacks it recorded before (the steady state
  *             of a profiled program: lookups and atomic adds only)
  *   new       each thread records stacks never seen (node allocation + CAS publication)
+ *   existing-trie  as existing, but calling trie_put and adding to the node's counters
+ *             directly, without the profile's shared counters (writers, totals): shows
+ *             what those shared cache lines cost when threads record at once
  * Stacks are DEPTH pcs deep. The total number of puts is the same for every thread
  * count, split evenly, so puts/s shows how the trie scales (on this machine's cores;
  * more threads than cores cannot go faster). Each figure is the median of RUNS runs.
@@ -33,10 +36,13 @@ static long total_new = 400000;
 static struct profile_pair pp;
 static pthread_barrier_t start_line;
 
+enum { MODE_EXISTING, MODE_NEW, MODE_EXISTING_TRIE, MODES };
+static const char *const mode_names[MODES] = {"existing", "new", "existing-trie"};
+
 struct job {
 	int idx;
 	long puts;
-	int fresh; /* 1: new stacks */
+	int mode; /* MODE_* */
 };
 
 static double now_s(void)
@@ -58,21 +64,29 @@ static void *worker(void *arg)
 {
 	struct job *j = arg;
 	uintptr_t pcs[DEPTH];
-	if (!j->fresh)
+	if (j->mode != MODE_NEW)
 		for (uint64_t k = 0; k < STACKS; k++) {
 			make_stack(pcs, j->idx, k);
 			profiles_record(&pp, j->idx + 1, pcs, DEPTH, 1000000);
 		}
 	pthread_barrier_wait(&start_line);
+	struct stack_trie *trie = &profiles_active(&pp)->trie;
 	for (long i = 0; i < j->puts; i++) {
-		uint64_t k = j->fresh ? (uint64_t)i + STACKS : (uint64_t)i % STACKS;
+		uint64_t k = j->mode == MODE_NEW ? (uint64_t)i + STACKS : (uint64_t)i % STACKS;
 		make_stack(pcs, j->idx, k);
-		profiles_record(&pp, j->idx + 1, pcs, DEPTH, 1000000);
+		if (j->mode != MODE_EXISTING_TRIE) {
+			profiles_record(&pp, j->idx + 1, pcs, DEPTH, 1000000);
+			continue;
+		}
+		struct trie_node *n = trie_put(trie, j->idx + 1, pcs, DEPTH, NULL);
+		/* relaxed: counters only, read after the threads are joined */
+		atomic_fetch_add_explicit(&n->samples, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&n->cpu_ns, 1000000, memory_order_relaxed);
 	}
 	return NULL;
 }
 
-static double one_run(int threads, int fresh)
+static double one_run(int threads, int mode)
 {
 	if (profiles_init(&pp, CEILING, 0) != 0) {
 		fprintf(stderr, "bench_trie: profiles_init failed\n");
@@ -80,10 +94,10 @@ static double one_run(int threads, int fresh)
 	}
 	pthread_t t[MAX_THREADS];
 	struct job jobs[MAX_THREADS];
-	long total = fresh ? total_new : total_existing;
+	long total = mode == MODE_NEW ? total_new : total_existing;
 	pthread_barrier_init(&start_line, NULL, (unsigned)threads + 1);
 	for (int i = 0; i < threads; i++) {
-		jobs[i] = (struct job){.idx = i, .puts = total / threads, .fresh = fresh};
+		jobs[i] = (struct job){.idx = i, .puts = total / threads, .mode = mode};
 		pthread_create(&t[i], NULL, worker, &jobs[i]);
 	}
 	pthread_barrier_wait(&start_line);
@@ -113,14 +127,13 @@ int main(int argc, char **argv)
 		total_new /= 10;
 	}
 	static const int counts[] = {1, 2, 4, 8, 16};
-	for (int fresh = 0; fresh < 2; fresh++)
+	for (int mode = 0; mode < MODES; mode++)
 		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 			double runs[RUNS];
 			for (int r = 0; r < RUNS; r++)
-				runs[r] = one_run(counts[c], fresh);
+				runs[r] = one_run(counts[c], mode);
 			qsort(runs, RUNS, sizeof(runs[0]), cmp_double);
-			printf("%s %d %.0f\n", fresh ? "new" : "existing", counts[c],
-			       runs[RUNS / 2]);
+			printf("%s %d %.0f\n", mode_names[mode], counts[c], runs[RUNS / 2]);
 			fflush(stdout);
 		}
 	return 0;

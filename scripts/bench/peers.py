@@ -243,6 +243,9 @@ def bench_overhead(resdir):
                "base_work_wall": median([b["work_wall"] for b, _ in ps])}
         for k in ("work_wall", "work_cpu", "proc_wall", "proc_cpu"):
             row[k] = median([m[k] / b[k] for b, m in ps])
+        # Wall time outside the work (start-up, exit flush), beyond the baseline's.
+        row["outside_ms"] = median([((m["proc_wall"] - m["work_wall"]) -
+                                     (b["proc_wall"] - b["work_wall"])) * 1e3 for b, m in ps])
         res["rows"].append(row)
     write(resdir, "overhead.json", res)
     for r in res["rows"]:

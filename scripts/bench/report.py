@@ -103,9 +103,11 @@ def overhead_section(ov, svg_name):
            "the same rate, judged on wall and CPU."
            % (ov["threads"], ov["millions_per_thread"],
               min(r["base_work_wall"] for r in rows), ov["rounds"]), "",
+           "`outside work`: extra wall time of the process outside the work (start-up, "
+           "exit), in ms.", "",
            "| profiler | Hz | work wall | work CPU | process wall | process CPU | "
-           "target (work) | target (process) |",
-           "|---|---|---|---|---|---|---|---|"]
+           "outside work (ms) | target (work) | target (process) |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t_work = t_proc = None
         if r["profiler"] == "libddprof" and r["work_wall"] is not None:
@@ -124,9 +126,9 @@ def overhead_section(ov, svg_name):
                             g and g["work_cpu"])
                 t_proc = ok(r["proc_wall"], r["proc_cpu"], g and g["proc_wall"],
                             g and g["proc_cpu"])
-        out.append("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
+        out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
             r["profiler"], r["hz"], fmt(r["work_wall"]), fmt(r["work_cpu"]),
-            fmt(r["proc_wall"]), fmt(r["proc_cpu"]),
+            fmt(r["proc_wall"]), fmt(r["proc_cpu"]), fmt(r.get("outside_ms"), "%.0f"),
             verdict(t_work) if r["profiler"] == "libddprof" else "",
             verdict(t_proc) if r["profiler"] == "libddprof" else ""))
     out += ["", "![CPU overhead versus sampling rate](%s)" % svg_name, ""]
@@ -233,18 +235,21 @@ def trie_section(path):
            "Puts per second through `profiles_record` (what the signal handler calls), "
            "stacks of 16 pcs (`scripts/bench/bench_trie.c`). `existing`: each thread "
            "re-records 64 stacks it recorded before (lookups and atomic adds only, the "
-           "steady state); `new`: every put is a stack never seen (allocation + CAS). The "
+           "steady state); `new`: every put is a stack never seen (allocation + CAS); "
+           "`existing, trie only`: as `existing` but `trie_put` and the node's counters "
+           "alone, without the profile's counters shared by all threads (writer count, "
+           "totals), to show what those cost. The "
            "same total number of puts is split over the threads; median of 5 runs. This "
            "machine has %d cores, so more threads than that cannot go faster; the "
            "`scaling` columns are puts/s relative to 1 thread." % os.cpu_count(), "",
-           "| threads | existing puts/s | scaling | new puts/s | scaling |",
-           "|---|---|---|---|---|"]
+           "| threads | existing puts/s | scaling | new puts/s | scaling | "
+           "existing, trie only | scaling |", "|---|---|---|---|---|---|---|"]
     for t in threads:
-        ex, nw = data.get(("existing", t)), data.get(("new", t))
-        ex1, nw1 = data.get(("existing", 1)), data.get(("new", 1))
-        out.append("| %d | %s | %s | %s | %s |" % (
-            t, fmt(ex and ex / 1e6, "%.2f M"), fmt(ex and ex1 and ex / ex1, "%.2f"),
-            fmt(nw and nw / 1e6, "%.2f M"), fmt(nw and nw1 and nw / nw1, "%.2f")))
+        cells = []
+        for mode in ("existing", "new", "existing-trie"):
+            v, v1 = data.get((mode, t)), data.get((mode, 1))
+            cells += [fmt(v and v / 1e6, "%.2f M"), fmt(v and v1 and v / v1, "%.2f")]
+        out.append("| %d | %s |" % (t, " | ".join(cells)))
     return "\n".join(out) + "\n"
 
 
