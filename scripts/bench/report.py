@@ -140,7 +140,9 @@ def overhead_svg(ov):
     W, H, L, R, T, B = 640, 360, 60, 170, 30, 45
     rows = [r for r in ov["rows"] if r["work_cpu"] is not None]
     rates = sorted({r["hz"] for r in rows})
-    vals = [r[k] for r in rows for k in ("work_cpu", "work_wall")] + [1.0]
+    targets = [(hz, lim) for hz, lim in ((99, 1.01), (1000, 1.03)) if hz in rates]
+    vals = [r[k] for r in rows for k in ("work_cpu", "work_wall")] + [1.0] + \
+        [lim for _, lim in targets]
     lo = min(vals)
     hi = max(vals)
     pad = max(0.005, (hi - lo) * 0.1)
@@ -171,6 +173,11 @@ def overhead_svg(ov):
         v += step
     e.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#888" '
              'stroke-dasharray="4 3"/>' % (L, W - R, y(1.0), y(1.0)))
+    for hz, lim in targets:  # libddprof's targets: a short bar at each
+        e.append('<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#2ca02c" '
+                 'stroke-width="3"/>' % (x(hz) - 14, x(hz) + 14, y(lim), y(lim)))
+        e.append('<text x="%.1f" y="%.1f" text-anchor="middle" fill="#2ca02c">target '
+                 '%.2f</text>' % (x(hz), y(lim) - 6, lim))
     for hz in rates:
         e.append('<text x="%.1f" y="%d" text-anchor="middle">%d</text>' %
                  (x(hz), H - B + 16, hz))
