@@ -20,6 +20,7 @@
 
 #include "agent/sampler.h"
 #include "agent/stack_bounds.h"
+#include "common/hashmap.h"
 #include "common/log.h"
 
 /* clockid of another thread's CPU clock, as the kernel encodes it
@@ -76,6 +77,39 @@ int threads_init(int signo, uint64_t period_ns)
 	return rc ? -rc : 0;
 }
 
+/* tid -> index of its live entry, set when an entry is added and rebuilt when the array
+ * is compacted. Lookups validate the index (tid, status), so stale keys are harmless;
+ * without it every thread start scanned every entry, ended ones included, which made
+ * creating many threads quadratic between two reaps. */
+static struct u64map live_index;
+static bool live_index_broken; /* a put failed (ENOMEM): scan instead */
+
+/* Registry lock held. */
+static struct thread_entry *find_locked(pid_t tid, bool live_only);
+
+/* Registry lock held. The live entry of tid, or NULL. */
+static struct thread_entry *find_live(pid_t tid)
+{
+	if (live_index_broken)
+		return find_locked(tid, true);
+	uint64_t i;
+	if (tid > 0 && u64map_get(&live_index, (uint64_t)tid, &i) && i < n_entries &&
+	    entries[i].tid == tid && entries[i].status == THREAD_LIVE)
+		return &entries[i];
+	return NULL;
+}
+
+/* Registry lock held. */
+static void index_rebuild(void)
+{
+	u64map_clear(&live_index);
+	live_index_broken = false;
+	for (size_t i = 0; i < n_entries; i++)
+		if (entries[i].status == THREAD_LIVE && entries[i].tid > 0 &&
+		    u64map_put(&live_index, (uint64_t)entries[i].tid, i) < 0)
+			live_index_broken = true;
+}
+
 /* Registry lock held. */
 static struct thread_entry *find_locked(pid_t tid, bool live_only)
 {
@@ -100,6 +134,8 @@ static struct thread_entry *add_locked(pid_t tid)
 	memset(e, 0, sizeof(*e));
 	e->tid = tid;
 	e->status = THREAD_LIVE;
+	if (tid > 0 && u64map_put(&live_index, (uint64_t)tid, n_entries - 1) < 0)
+		live_index_broken = true;
 	return e;
 }
 
@@ -155,7 +191,7 @@ static int start_tid(pid_t tid, bool self)
 {
 	int rc = 0;
 	pthread_mutex_lock(&registry_lock);
-	struct thread_entry *stale = self ? find_locked(tid, true) : NULL;
+	struct thread_entry *stale = self ? find_live(tid) : NULL;
 	if (stale) {
 		/* A thread registering itself under a tid the registry still holds as live:
 		 * the tid was reused after a thread we did not create ended (before the
@@ -165,7 +201,7 @@ static int start_tid(pid_t tid, bool self)
 		stale->has_timer = false;
 		stale->status = THREAD_ENDED;
 	}
-	if (!find_locked(tid, true)) {
+	if (!find_live(tid)) {
 		struct thread_entry *e = add_locked(tid);
 		rc = e ? arm_locked(e) : -ENOMEM;
 		if (e && rc == 0 && self)
@@ -197,7 +233,7 @@ void threads_exit_self(void)
 {
 	pid_t tid = sampler_gettid();
 	pthread_mutex_lock(&registry_lock);
-	struct thread_entry *e = find_locked(tid, true);
+	struct thread_entry *e = find_live(tid);
 	if (e) {
 		if (e->has_timer)
 			timer_delete(e->timer);
@@ -264,6 +300,7 @@ void threads_reap(void)
 		entries[w++] = *e;
 	}
 	n_entries = w;
+	index_rebuild();
 	pthread_mutex_unlock(&registry_lock);
 }
 
@@ -281,7 +318,7 @@ bool threads_name(pid_t tid, char out[THREAD_NAME_MAX])
 	bool found = false;
 	pthread_mutex_lock(&registry_lock);
 	/* Prefer the live entry: an ended entry may carry a reused tid's old name. */
-	struct thread_entry *e = find_locked(tid, true);
+	struct thread_entry *e = find_live(tid);
 	if (!e)
 		e = find_locked(tid, false);
 	if (e && e->name[0]) {
@@ -322,6 +359,8 @@ void threads_atfork_child(void)
 	/* The child has one thread and no timers (POSIX timers are not inherited). We
 	 * hold the lock, taken in prepare by this very thread: re-initialize it. */
 	n_entries = 0;
+	u64map_clear(&live_index);
+	live_index_broken = false;
 	pthread_mutex_init(&registry_lock, NULL);
 	sampler_after_fork_child();
 	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
