@@ -1,12 +1,11 @@
 /*
  * stack_bounds.c - stack bounds for the unwinder (see stack_bounds.h).
  *
- * This file is async-signal-safe in stack_bounds_lookup: a binary search over a
- * static, immutable-once-published array. The snapshot is written into the unused
- * half of a double buffer and published with one release store, so a handler always
- * sees a whole snapshot.
+ * Context: normal context only (constructor, uploader thread): reads /proc/self/maps
+ * with stdio. The published ranges and the handler's lookup are agent/stack_ranges.c.
  */
 #include "stack_bounds.h"
+#include "stack_ranges.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -16,26 +15,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-/* Most processes have a few hundred mappings; past this the rest are not searched
- * (their threads' samples keep only the leaf frame). */
-#define STACK_RANGES_MAX 4096
 /* Used when the main thread's stack limit is unlimited (legacy mmap layout). */
 #define MAIN_STACK_FALLBACK (1UL << 30)
-
-struct range_set {
-	uint32_t n;
-	struct stack_range r[STACK_RANGES_MAX];
-};
-
-static struct range_set range_sets[2];
-static _Atomic(struct range_set *) published;
 
 extern void *__libc_stack_end; /* glibc: top of the main thread's stack */
 
 int stack_bounds_snapshot(void)
 {
-	struct range_set *cur = atomic_load_explicit(&published, memory_order_relaxed);
-	struct range_set *next = cur == &range_sets[0] ? &range_sets[1] : &range_sets[0];
+	struct range_set *next = stack_ranges_unpublished();
 	FILE *f = fopen("/proc/self/maps", "re");
 	if (!f)
 		return -1;
@@ -47,37 +34,12 @@ int stack_bounds_snapshot(void)
 		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3)
 			continue;
 		if (perms[0] == 'r' && perms[1] == 'w' && perms[3] == 'p')
-			next->r[n++] = (struct stack_range){ lo, hi };
+			next->r[n++] = (struct stack_range){lo, hi};
 	}
 	fclose(f);
 	next->n = n; /* maps lists mappings in address order: the array is sorted */
-	/* Release pairs with the acquire load in stack_bounds_lookup. A handler still
-	 * reading the older buffer is safe until the snapshot after next: snapshots are
-	 * taken at most once per upload period, handlers last microseconds. */
-	atomic_store_explicit(&published, next, memory_order_release);
+	stack_ranges_publish(next);
 	return (int)n;
-}
-
-/* async-signal-safe */
-bool stack_bounds_lookup(uintptr_t sp, struct stack_range *out)
-{
-	/* Acquire pairs with the release store in stack_bounds_snapshot. */
-	const struct range_set *s = atomic_load_explicit(&published, memory_order_acquire);
-	if (!s)
-		return false;
-	uint32_t lo = 0, hi = s->n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (sp < s->r[mid].lo)
-			hi = mid;
-		else if (sp >= s->r[mid].hi)
-			lo = mid + 1;
-		else {
-			*out = s->r[mid];
-			return true;
-		}
-	}
-	return false;
 }
 
 bool stack_bounds_self(bool is_main, struct stack_range *out)
