@@ -9,7 +9,6 @@
 
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
