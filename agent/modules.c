@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent/module_map.h"
+#include "agent/fork_local.h"
 #include "agent/sampler.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -74,7 +75,9 @@ static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Held around dl_iterate_phdr only (microseconds of memory work), and by the fork
  * prepare handler: a fork never happens while our thread holds the loader's lock, which
  * the child would inherit locked. */
-static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t scan_lock_fallback = PTHREAD_MUTEX_INITIALIZER;
+/* On the fork-local page when there is one: fork prepare takes it (fork_local.h). */
+static pthread_mutex_t *scan_lock = &scan_lock_fallback;
 static struct retired_segment retired[RETIRED_MAX];
 static size_t nretired;
 
@@ -314,9 +317,9 @@ int modules_refresh(void)
 static int refresh(bool *changed_out)
 {
 	struct scan s = {.vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
-	pthread_mutex_lock(&scan_lock);
+	pthread_mutex_lock(scan_lock);
 	dl_iterate_phdr(scan_cb, &s);
-	pthread_mutex_unlock(&scan_lock);
+	pthread_mutex_unlock(scan_lock);
 	if (s.n > 0 && s.f[0].path[0] == 0) {
 		/* The executable (named after the walk: no syscall under the lock). */
 		ssize_t n = readlink("/proc/self/exe", s.f[0].path, sizeof(s.f[0].path) - 1);
@@ -435,6 +438,13 @@ void modules_get_stats(struct modules_stats *out)
 
 void modules_init(void)
 {
+	static bool lock_placed;
+	if (!lock_placed) { /* start-up, one thread; a fork child keeps the parent's */
+		lock_placed = true;
+		pthread_mutex_t *lock = fork_local_alloc(sizeof(*lock));
+		if (lock && pthread_mutex_init(lock, NULL) == 0)
+			scan_lock = lock;
+	}
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -585,12 +595,12 @@ int modules_wait_ready(uint64_t timeout_ns)
 
 void modules_atfork_prepare(void)
 {
-	pthread_mutex_lock(&scan_lock);
+	pthread_mutex_lock(scan_lock);
 }
 
 void modules_atfork_parent(void)
 {
-	pthread_mutex_unlock(&scan_lock);
+	pthread_mutex_unlock(scan_lock);
 }
 
 /* Fork child: one thread, the forking one. The parent's modules thread is gone, maybe
@@ -604,7 +614,7 @@ void modules_atfork_child(modules_thread_create_fn create)
 	mod_lock = fresh;
 	ctl_lock = fresh;
 	retired_lock = fresh;
-	scan_lock = fresh; /* held by our prepare handler */
+	*scan_lock = fresh; /* held by our prepare handler */
 	modules_init();
 	module_map_after_fork();
 	nretired = 0; /* the parent's profile owns them */

@@ -23,10 +23,15 @@ int region_init(struct region *r, size_t ceiling)
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
-	/* A fork child starts with empty profiles: not copying the parent's pages makes
-	 * fork cheaper (no page tables to copy, no copy-on-write faults) and the child
-	 * maps fresh pages in region_after_fork. */
-	madvise(p, ceiling, MADV_DONTFORK);
+	/* A fork child starts with empty profiles: not sharing the parent's pages makes
+	 * fork cheaper (no page tables to copy, no write-protection of the parent's pages,
+	 * so no copy-on-write faults and TLB shoot-downs in the parent afterwards).
+	 * MADV_WIPEONFORK (Linux >= 4.14) gives the child the reservation zero-filled at
+	 * the same address, with no system call in the child; MADV_DONTFORK is the
+	 * fallback, and then region_after_fork maps it again. */
+	r->wipe_on_fork = madvise(p, ceiling, MADV_WIPEONFORK) == 0;
+	if (!r->wipe_on_fork)
+		madvise(p, ceiling, MADV_DONTFORK);
 	r->base = p;
 	r->ceiling = ceiling;
 	r->page_size = (size_t)sysconf(_SC_PAGESIZE);
@@ -39,6 +44,11 @@ int region_after_fork(struct region *r)
 {
 	if (!r->base)
 		return 0;
+	if (r->wipe_on_fork) { /* inherited, zero-filled: nothing is in use */
+		atomic_store_explicit(&r->used, 0, memory_order_relaxed);
+		atomic_store_explicit(&r->refused, 0, memory_order_relaxed);
+		return 0;
+	}
 	/* The reservation was not inherited (MADV_DONTFORK): map it again at the same
 	 * address, so pointers to the region stay meaningful. */
 	void *p = mmap(r->base, r->ceiling, PROT_READ | PROT_WRITE,

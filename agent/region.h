@@ -15,6 +15,7 @@
 #define DDPROF_AGENT_REGION_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,14 +26,16 @@ struct region {
 	uint8_t *base;		  /* owned mapping, NULL when not initialized */
 	size_t ceiling;		  /* bytes reserved */
 	size_t page_size;	  /* for giving pages back at reset */
+	bool wipe_on_fork;	  /* MADV_WIPEONFORK took (else MADV_DONTFORK) */
 	_Atomic size_t used;	  /* bytes handed out */
 	_Atomic uint64_t refused; /* allocations refused since the last reset */
 };
 
 /* Reserves ceiling bytes. Returns 0 or a negative errno. */
 int region_init(struct region *r, size_t ceiling);
-/* Fork child (single-threaded): the reservation is not inherited (MADV_DONTFORK keeps
- * fork cheap); maps it again, empty, at the same address. 0 or a negative errno (then
+/* Fork child (single-threaded): the parent's contents are not inherited (wipe-on-fork,
+ * or don't-fork where the kernel lacks it, which keeps fork cheap). Empties the region;
+ * without wipe-on-fork maps it again at the same address. 0 or a negative errno (then
  * the region refuses every allocation). */
 int region_after_fork(struct region *r);
 

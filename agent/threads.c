@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/fork_local.h"
 #include "agent/sampler.h"
 #include "agent/stack_bounds.h"
 #include "common/hashmap.h"
@@ -42,7 +43,9 @@ struct thread_entry {
 	char name[THREAD_NAME_MAX];
 };
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+/* On the fork-local page when there is one (taken by fork prepare; see fork_local.h). */
+static pthread_mutex_t registry_lock_fallback = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t *registry_lock = &registry_lock_fallback;
 static struct thread_entry *entries; /* guarded by registry_lock */
 static size_t n_entries, cap_entries;
 static int timer_signo;
@@ -70,6 +73,9 @@ int threads_init(int signo, uint64_t period_ns)
 {
 	timer_signo = signo;
 	timer_period_ns = period_ns;
+	pthread_mutex_t *lock = fork_local_alloc(sizeof(*lock));
+	if (lock && pthread_mutex_init(lock, NULL) == 0)
+		registry_lock = lock; /* start-up: no other thread of ours uses it yet */
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	rng_state = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ 0x9E3779B97F4A7C15ULL;
@@ -83,6 +89,11 @@ int threads_init(int signo, uint64_t period_ns)
  * creating many threads quadratic between two reaps. */
 static struct u64map live_index;
 static bool live_index_broken; /* a put failed (ENOMEM): scan instead */
+/* Fork child: the index holds the parent's threads. Clearing it would copy its pages
+ * (shared with the parent) on the fork path, so the child scans its few entries and
+ * rebuilds the index once it has LIVE_INDEX_LAZY_MAX of them, or at the next reap. */
+static bool live_index_stale;
+#define LIVE_INDEX_LAZY_MAX 32
 
 /* Registry lock held. */
 static struct thread_entry *find_locked(pid_t tid, bool live_only);
@@ -90,7 +101,7 @@ static struct thread_entry *find_locked(pid_t tid, bool live_only);
 /* Registry lock held. The live entry of tid, or NULL. */
 static struct thread_entry *find_live(pid_t tid)
 {
-	if (live_index_broken)
+	if (live_index_broken || live_index_stale)
 		return find_locked(tid, true);
 	uint64_t i;
 	if (tid > 0 && u64map_get(&live_index, (uint64_t)tid, &i) && i < n_entries &&
@@ -104,6 +115,7 @@ static void index_rebuild(void)
 {
 	u64map_clear(&live_index);
 	live_index_broken = false;
+	live_index_stale = false;
 	for (size_t i = 0; i < n_entries; i++)
 		if (entries[i].status == THREAD_LIVE && entries[i].tid > 0 &&
 		    u64map_put(&live_index, (uint64_t)entries[i].tid, i) < 0)
@@ -134,7 +146,10 @@ static struct thread_entry *add_locked(pid_t tid)
 	memset(e, 0, sizeof(*e));
 	e->tid = tid;
 	e->status = THREAD_LIVE;
-	if (tid > 0 && u64map_put(&live_index, (uint64_t)tid, n_entries - 1) < 0)
+	if (live_index_stale && n_entries >= LIVE_INDEX_LAZY_MAX)
+		index_rebuild();
+	else if (!live_index_stale && tid > 0 &&
+		 u64map_put(&live_index, (uint64_t)tid, n_entries - 1) < 0)
 		live_index_broken = true;
 	return e;
 }
@@ -190,7 +205,7 @@ static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
 static int start_tid(pid_t tid, bool self)
 {
 	int rc = 0;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(registry_lock);
 	struct thread_entry *stale = self ? find_live(tid) : NULL;
 	if (stale) {
 		/* A thread registering itself under a tid the registry still holds as live:
@@ -211,7 +226,7 @@ static int start_tid(pid_t tid, bool self)
 		else if (e)
 			n_entries--; /* e is the last entry: drop it */
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(registry_lock);
 	return rc;
 }
 
@@ -232,7 +247,7 @@ int threads_start_self(bool is_main)
 void threads_exit_self(void)
 {
 	pid_t tid = sampler_gettid();
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(registry_lock);
 	struct thread_entry *e = find_live(tid);
 	if (e) {
 		if (e->has_timer)
@@ -242,7 +257,7 @@ void threads_exit_self(void)
 		/* Last chance to learn the name: /proc forgets it with the thread. */
 		prctl(PR_GET_NAME, e->name);
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(registry_lock);
 }
 
 int threads_scan_existing(void)
@@ -286,7 +301,7 @@ static bool timer_thread_ended(timer_t t)
 
 void threads_reap(void)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(registry_lock);
 	size_t w = 0;
 	for (size_t i = 0; i < n_entries; i++) {
 		struct thread_entry *e = &entries[i];
@@ -301,22 +316,22 @@ void threads_reap(void)
 	}
 	n_entries = w;
 	index_rebuild();
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(registry_lock);
 }
 
 void threads_refresh_names(void)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(registry_lock);
 	for (size_t i = 0; i < n_entries; i++)
 		if (entries[i].status == THREAD_LIVE)
 			read_comm(entries[i].tid, entries[i].name);
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(registry_lock);
 }
 
 bool threads_name(pid_t tid, char out[THREAD_NAME_MAX])
 {
 	bool found = false;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(registry_lock);
 	/* Prefer the live entry: an ended entry may carry a reused tid's old name. */
 	struct thread_entry *e = find_live(tid);
 	if (!e)
@@ -325,17 +340,17 @@ bool threads_name(pid_t tid, char out[THREAD_NAME_MAX])
 		memcpy(out, e->name, THREAD_NAME_MAX);
 		found = true;
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(registry_lock);
 	return found;
 }
 
 size_t threads_count(void)
 {
 	size_t n = 0;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(registry_lock);
 	for (size_t i = 0; i < n_entries; i++)
 		n += entries[i].has_timer;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(registry_lock);
 	return n;
 }
 
@@ -346,12 +361,12 @@ uint64_t threads_timer_failures(void)
 
 void threads_atfork_prepare(void)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(registry_lock);
 }
 
 void threads_atfork_parent(void)
 {
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(registry_lock);
 }
 
 void threads_atfork_child(void)
@@ -359,9 +374,9 @@ void threads_atfork_child(void)
 	/* The child has one thread and no timers (POSIX timers are not inherited). We
 	 * hold the lock, taken in prepare by this very thread: re-initialize it. */
 	n_entries = 0;
-	u64map_clear(&live_index);
+	live_index_stale = true;
 	live_index_broken = false;
-	pthread_mutex_init(&registry_lock, NULL);
+	pthread_mutex_init(registry_lock, NULL);
 	sampler_after_fork_child();
 	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
 	 * the timer are new. */

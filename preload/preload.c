@@ -132,9 +132,12 @@ static __thread bool fork_prepared __attribute__((tls_model("initial-exec")));
 
 static void atfork_prepare(void)
 {
-	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+	/* Written here, before the fork, every time, and only read afterwards: a write in
+	 * the parent handler would copy the page it is on (shared with the child by then;
+	 * see agent/fork_local.h). */
+	fork_prepared = atomic_load_explicit(&agent_running, memory_order_acquire);
+	if (!fork_prepared)
 		return;
-	fork_prepared = true;
 	block_sampling_signal();
 	uploader_atfork_prepare();
 	threads_atfork_prepare();
@@ -145,7 +148,6 @@ static void atfork_parent(void)
 {
 	if (!fork_prepared)
 		return;
-	fork_prepared = false;
 	modules_atfork_parent();
 	threads_atfork_parent();
 	uploader_atfork_parent();
@@ -156,7 +158,6 @@ static void atfork_child(void)
 {
 	if (!fork_prepared)
 		return;
-	fork_prepared = false;
 	/* A fresh profile: the parent's samples are the parent's to upload. */
 	profiles_reinit_after_fork(&profiles, clock_now_ns(CLOCK_REALTIME));
 	threads_atfork_child();
@@ -263,6 +264,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	/* An empty module map first: until the tables are built, the DWARF unwinder
 	 * walks frame pointers. */
 	modules_init();
+	uploader_place_lock();
 	if (seccomp_filtered()) {
 		/* A filter may kill us on process_vm_readv: only read the stack directly. */
 		unwind_set_guarded_reads(false);

@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -52,6 +53,26 @@ static const struct {
 };
 #undef SYM
 
+/*
+ * OpenSSL (libcurl's TLS library on Debian) registers an atexit handler at its first
+ * initialization that frees all of its state. In a fork child that handler touches
+ * every page of that state, each one shared copy-on-write with the parent, so every
+ * child's exit() would copy hundreds of pages: a fork-heavy server would pay that at
+ * each worker exit. Initializing it first ourselves with OPENSSL_INIT_NO_ATEXIT (its
+ * documented way out, OpenSSL >= 1.1.1) suppresses the handler; the process exits
+ * without it as it would after _exit. Nothing happens if the application initialized
+ * OpenSSL already, or if libcurl uses another TLS library.
+ */
+#define OPENSSL_INIT_NO_ATEXIT_FLAG 0x00080000UL
+static void openssl_no_atexit(void *curl_lib)
+{
+	typedef int (*init_fn)(uint64_t opts, const void *settings);
+	/* Looked up in libcurl's own dependency tree (its handle), where libcrypto is. */
+	init_fn init = (init_fn)dlsym(curl_lib, "OPENSSL_init_crypto");
+	if (init && !init(OPENSSL_INIT_NO_ATEXIT_FLAG, NULL))
+		log_debug("OPENSSL_init_crypto(NO_ATEXIT) failed");
+}
+
 static int load(void)
 {
 	void *lib = NULL;
@@ -76,6 +97,7 @@ static int load(void)
 		/* POSIX guarantees a function pointer round-trips through void *. */
 		memcpy((char *)&t + symbols[i].offset, &f, sizeof(f));
 	}
+	openssl_no_atexit(lib);
 	CURLcode rc = t.global_init(CURL_GLOBAL_DEFAULT);
 	if (rc != CURLE_OK) {
 		log_warn("curl_global_init failed (%d): profiles are not uploaded over HTTP",

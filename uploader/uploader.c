@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "agent/fork_local.h"
 #include "agent/modules.h"
 #include "agent/symbolizer.h"
 #include "agent/threads.h"
@@ -47,7 +48,8 @@
 #define EXIT_GRACE_NS (100ULL * 1000000ULL)
 
 struct control {
-	pthread_mutex_t lock;
+	pthread_mutex_t *lock; /* on the fork-local page when there is one (fork_local.h):
+				* fork prepare takes it, the parent handler releases it */
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool running;
 	bool stop;		  /* final upload, then exit */
@@ -69,7 +71,8 @@ struct upload_ctx {
 	char runtime_id[EXPORT_RUNTIME_ID_MAX];
 };
 
-static struct control ctl;
+static pthread_mutex_t ctl_lock_fallback;
+static struct control ctl = {.lock = &ctl_lock_fallback};
 /*
  * The running thread's symbolizer, and the one a fork child inherits. A symbolizer is
  * plain memory plus libdw state over shared read-only file descriptors and mappings,
@@ -102,9 +105,22 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+void uploader_place_lock(void)
+{
+	static bool placed;
+	if (placed)
+		return;
+	placed = true;
+	pthread_mutex_t *lock = fork_local_alloc(sizeof(*lock));
+	if (lock) {
+		pthread_mutex_init(lock, NULL);
+		ctl.lock = lock;
+	}
+}
+
 static void control_init(void)
 {
-	pthread_mutex_init(&ctl.lock, NULL);
+	pthread_mutex_init(ctl.lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -255,10 +271,10 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
  * it gave up waiting first. Returns false when uploader_stop already counted it. */
 static bool claim_final_count(void)
 {
-	pthread_mutex_lock(&ctl.lock);
+	pthread_mutex_lock(ctl.lock);
 	bool mine = !ctl.abandoned;
 	ctl.final_counted = true;
-	pthread_mutex_unlock(&ctl.lock);
+	pthread_mutex_unlock(ctl.lock);
 	return mine;
 }
 
@@ -371,17 +387,17 @@ static void *uploader_main(void *arg)
 	datadog_runtime_id_new(ctx.runtime_id);
 	uint64_t period = up_cfg->upload_period_ns;
 	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period;
-	pthread_mutex_lock(&ctl.lock);
+	pthread_mutex_lock(ctl.lock);
 	for (;;) {
 		while (!ctl.stop && ctl.flush_requested == ctl.flush_completed &&
 		       clock_now_ns(CLOCK_MONOTONIC) < next) {
 			struct timespec ts = clock_ns_to_timespec(next);
-			pthread_cond_timedwait(&ctl.cond, &ctl.lock, &ts);
+			pthread_cond_timedwait(&ctl.cond, ctl.lock, &ts);
 		}
 		bool final = ctl.stop;
 		uint64_t flush_gen = ctl.flush_requested;
 		ctl.cycling = true;
-		pthread_mutex_unlock(&ctl.lock);
+		pthread_mutex_unlock(ctl.lock);
 
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
 		while (next <= now)
@@ -391,7 +407,7 @@ static void *uploader_main(void *arg)
 		now = clock_now_ns(CLOCK_MONOTONIC);
 		while (next <= now)
 			next += period;
-		pthread_mutex_lock(&ctl.lock);
+		pthread_mutex_lock(ctl.lock);
 		ctl.cycling = false;
 		ctl.flush_completed = flush_gen;
 		if (final) {
@@ -401,13 +417,13 @@ static void *uploader_main(void *arg)
 		}
 		pthread_cond_broadcast(&ctl.cond);
 	}
-	pthread_mutex_unlock(&ctl.lock);
-	/* The process is exiting: libcurl handles are left to it (cleaning them up could
-	 * race with the TLS library's own exit cleanup). */
-	pb_free(&ctx.gz);
-	for (size_t i = 0; i < MAX_EXPORTERS; i++)
-		pb_free(&ctx.bodies[i]);
-	symbolizer_free(ctx.sym);
+	pthread_mutex_unlock(ctl.lock);
+	/* The process is exiting: nothing is freed. libcurl handles are left to it
+	 * (cleaning them up could race with the TLS library's own exit cleanup), and
+	 * freeing the symbolizer and buffers would only cost time: in a fork child every
+	 * page they touch is shared with the parent and would be copied first. live_sym
+	 * keeps the symbolizer reachable for leak checkers. */
+	live_sym = ctx.sym;
 	return NULL;
 }
 
@@ -465,7 +481,7 @@ static bool wait_until(uint64_t deadline, bool (*pred)(uint64_t), uint64_t arg)
 		if (clock_now_ns(CLOCK_MONOTONIC) >= deadline)
 			return false;
 		struct timespec ts = clock_ns_to_timespec(deadline);
-		pthread_cond_timedwait(&ctl.cond, &ctl.lock, &ts);
+		pthread_cond_timedwait(&ctl.cond, ctl.lock, &ts);
 	}
 	return true;
 }
@@ -485,13 +501,13 @@ void uploader_stop(uint64_t timeout_ns)
 {
 	if (up_cfg)
 		timeout_ns = up_cfg->exit_flush_timeout_ns;
-	pthread_mutex_lock(&ctl.lock);
+	pthread_mutex_lock(ctl.lock);
 	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles)) {
 		/* Nothing sampled since the last upload and nothing in flight: no final
-		 * profile, so no reason to wait for the thread (a short fork child exits
-		 * at once instead of waking it and waiting for its answer). */
+		 * profile, so no reason to wait for the thread, nor to wake it: it stays
+		 * parked until the process ends (a short fork child exits at once, and
+		 * its exit does not compete with the thread's). */
 		ctl.stop = true;
-		pthread_cond_broadcast(&ctl.cond);
 	} else if (ctl.running && !ctl.stop) {
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
 		uint64_t grace = timeout_ns / 2 < EXIT_GRACE_NS ? timeout_ns / 2 : EXIT_GRACE_NS;
@@ -510,13 +526,13 @@ void uploader_stop(uint64_t timeout_ns)
 				 (unsigned long long)(timeout_ns / 1000000));
 		}
 	}
-	pthread_mutex_unlock(&ctl.lock);
+	pthread_mutex_unlock(ctl.lock);
 }
 
 int uploader_flush(uint64_t timeout_ns)
 {
 	int rc = 0;
-	pthread_mutex_lock(&ctl.lock);
+	pthread_mutex_lock(ctl.lock);
 	if (!ctl.running || ctl.done) {
 		rc = -ESRCH;
 	} else {
@@ -525,7 +541,7 @@ int uploader_flush(uint64_t timeout_ns)
 		if (!wait_until(clock_now_ns(CLOCK_MONOTONIC) + timeout_ns, flushed, gen))
 			rc = -ETIMEDOUT;
 	}
-	pthread_mutex_unlock(&ctl.lock);
+	pthread_mutex_unlock(ctl.lock);
 	return rc;
 }
 
@@ -550,12 +566,12 @@ void uploader_atfork_prepare(void)
 {
 	/* Never held across I/O or serialization: this waits for at most a few
 	 * instructions, never for an upload in flight. */
-	pthread_mutex_lock(&ctl.lock);
+	pthread_mutex_lock(ctl.lock);
 }
 
 void uploader_atfork_parent(void)
 {
-	pthread_mutex_unlock(&ctl.lock);
+	pthread_mutex_unlock(ctl.lock);
 }
 
 void uploader_atfork_child(void)

@@ -45,6 +45,10 @@ struct uploader_stats {
 	uint64_t bytes_sent;	    /* HTTP request bytes written, every attempt */
 };
 
+/* Start-up, before the fork handlers are registered: moves the control lock, which fork
+ * prepare takes, to the fork-local page (agent/fork_local.h). Idempotent. */
+void uploader_place_lock(void);
+
 /* Starts the thread. cfg and pp must outlive the uploader. 0 or negative errno. */
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
 

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -330,6 +332,29 @@ START_TEST(test_concurrent_allocs_never_overlap_and_fit_the_ceiling)
 }
 END_TEST
 
+START_TEST(test_fork_child_starts_empty_and_parent_keeps_its_blocks)
+{
+	struct region r;
+	ck_assert_int_eq(region_init(&r, 64 * KIB), 0);
+	uint8_t *p = region_alloc(&r, 4 * KIB);
+	ck_assert_ptr_nonnull(p);
+	memset(p, 0xAB, 4 * KIB);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int ok = region_after_fork(&r) == 0 && region_used(&r) == 0 &&
+			 all_bytes_are(p, 4 * KIB, 0) && region_alloc(&r, 16) == p;
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert(all_bytes_are(p, 4 * KIB, 0xAB));
+	ck_assert_uint_eq(region_used(&r), 4 * KIB);
+	region_destroy(&r);
+}
+END_TEST
+
 static Suite *region_suite(void)
 {
 	Suite *s = suite_create("region");
@@ -344,6 +369,7 @@ static Suite *region_suite(void)
 	tcase_add_test(tc, test_reset_of_an_unused_region_is_harmless);
 	tcase_add_test(tc, test_init_failure_returns_negative_errno_and_no_mapping);
 	tcase_add_test(tc, test_concurrent_allocs_never_overlap_and_fit_the_ceiling);
+	tcase_add_test(tc, test_fork_child_starts_empty_and_parent_keeps_its_blocks);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,26 @@
+/*
+ * fork_local.h - one page of process-private state that a fork child does not inherit.
+ *
+ * Owns: a single MADV_WIPEONFORK page handed out at start-up to the
+ * state that the fork handlers write in the parent right after fork: the locks taken by
+ * the prepare handler. Why: after fork every private page of the parent is shared
+ * copy-on-write with the child, and the first write to one of them (unlocking a mutex)
+ * copies it and, with another thread of the process running on another CPU, sends a
+ * TLB shoot-down IPI, which costs tens of microseconds per page on a virtual machine.
+ * The kernel neither copies nor write-protects a wipe-on-fork page at fork, so the
+ * parent's unlocks stay plain stores; the child finds the page at the same address,
+ * zero-filled: all-zero is PTHREAD_MUTEX_INITIALIZER in glibc, and the child handlers
+ * initialize their locks again anyway. (MADV_DONTFORK would need a remap in the child,
+ * which can fail; a wiped page cannot.)
+ * Context: fork_local_alloc during start-up (constructor, one thread).
+ */
+#ifndef DDPROF_AGENT_FORK_LOCAL_H
+#define DDPROF_AGENT_FORK_LOCAL_H
+
+#include <stddef.h>
+
+/* Zeroed memory on the fork-local page, or NULL (the page is full or could not be
+ * mapped): callers then keep their state in ordinary memory. Start-up only. */
+void *fork_local_alloc(size_t size);
+
+#endif
