@@ -239,6 +239,18 @@ static void apply_budget(struct symbolizer *s)
 	s->nmods = w;
 }
 
+void symbolizer_release_dwarf(struct symbolizer *s)
+{
+	for (size_t i = 0; s && i < s->nmods; i++) {
+		struct module *m = s->mods[i];
+		if (m->dw) {
+			sym_dwarf_close(m->dw);
+			m->dw = NULL;
+			s->st.dwfl_sessions_ended++;
+		}
+	}
+}
+
 int symbolizer_refresh(struct symbolizer *s)
 {
 	FILE *f = fopen("/proc/self/maps", "re");

@@ -67,6 +67,11 @@ void symbolizer_free(struct symbolizer *s);
  * the noted ones. Module caches survive. Applies the memory budget (see above). Returns
  * the number of mappings or a negative errno. Invalidates strings of earlier results. */
 int symbolizer_refresh(struct symbolizer *s);
+/* Ends every libdwfl session now, giving back the DWARF data they hold (often several
+ * MiB of decompressed debug sections); the pc caches stay, and sessions reopen when a
+ * new pc needs them. For processes that fork often: each fork copies the page tables
+ * of all that memory and the child may copy the pages themselves. */
+void symbolizer_release_dwarf(struct symbolizer *s);
 
 /*
  * Adds an executable mapping that /proc/self/maps no longer shows (a library dlopen'd

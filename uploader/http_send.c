@@ -4,12 +4,15 @@
  * Context: the uploader thread only. The loop below never sleeps longer than
  * POLL_SLICE_MS between deadline checks, so an exit flush deadline set by another
  * thread (abort_ns) is noticed within that time even while a request hangs.
- * libcurl's multi interface is used (not curl_easy_perform) for that reason and so
- * that the exporters' requests of one profile run side by side.
+ * http:// and unix-socket requests go through http_plain.c (no libcurl in the process:
+ * see http_plain.h for why); https:// through libcurl's multi interface, loaded at the
+ * first https request. Both are non-blocking, for that reason and so that the
+ * exporters' requests of one profile run side by side.
  */
 #include "uploader/http_send.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "uploader/curl_api.h"
+#include "uploader/http_plain.h"
 
 /* Longest wait between two looks at the deadlines: bounds how late an exit notices its
  * flush deadline; 50 wake-ups per second only while a request is pending. */
@@ -29,9 +33,12 @@
 enum job_state { JOB_WAITING, JOB_RUNNING, JOB_DONE };
 
 struct http_client {
-	const struct curl_api *curl;
+	const struct curl_api *curl; /* NULL until the first https:// request */
 	CURLM *multi;
 	CURL *easy[HTTP_MAX_SLOTS]; /* one per job slot, reused: keeps connections warm */
+	struct http_plain plain[HTTP_MAX_SLOTS];
+	bool is_plain[HTTP_MAX_SLOTS]; /* the slot's attempt uses http_plain */
+	bool curl_unavailable;	       /* libcurl could not be loaded: not tried again */
 	uint64_t timeout_ns;
 	uint64_t rng; /* xorshift64 state for the jitter */
 };
@@ -108,19 +115,12 @@ static uint64_t next_random(struct http_client *c)
 
 struct http_client *http_client_new(uint64_t request_timeout_ns)
 {
-	const struct curl_api *curl = curl_api_get();
-	if (!curl)
-		return NULL;
 	struct http_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->curl = curl;
 	c->timeout_ns = request_timeout_ns;
-	c->multi = curl->multi_init();
-	if (!c->multi) {
-		free(c);
-		return NULL;
-	}
+	for (size_t i = 0; i < HTTP_MAX_SLOTS; i++)
+		c->plain[i].fd = -1;
 	if (getrandom(&c->rng, sizeof(c->rng), GRND_NONBLOCK) != (ssize_t)sizeof(c->rng))
 		c->rng = clock_now_ns(CLOCK_MONOTONIC);
 	c->rng |= 1; /* xorshift's state must not be 0 */
@@ -134,8 +134,10 @@ void http_client_free(struct http_client *c)
 	for (size_t i = 0; i < HTTP_MAX_SLOTS; i++) {
 		if (c->easy[i])
 			c->curl->easy_cleanup(c->easy[i]);
+		http_plain_close(&c->plain[i]);
 	}
-	c->curl->multi_cleanup(c->multi);
+	if (c->multi)
+		c->curl->multi_cleanup(c->multi);
 	free(c);
 }
 
@@ -148,9 +150,41 @@ static size_t discard_body(char *data, size_t size, size_t n, void *unused)
 	return size * n;
 }
 
+/* libcurl, for https://: loaded at the first such request. 0 or -ENOPKG. */
+static int need_curl(struct http_client *c)
+{
+	if (c->multi)
+		return 0;
+	if (!c->curl_unavailable) {
+		c->curl = curl_api_get();
+		if (c->curl)
+			c->multi = c->curl->multi_init();
+		c->curl_unavailable = !c->multi;
+	}
+	return c->multi ? 0 : -ENOPKG;
+}
+
+static uint64_t attempt_timeout(const struct http_client *c, uint64_t now, uint64_t deadline)
+{
+	uint64_t left = deadline - now;
+	return left < c->timeout_ns ? left : c->timeout_ns;
+}
+
 static int start_attempt(struct http_client *c, size_t slot, struct http_job *j, uint64_t now,
 			 uint64_t deadline)
 {
+	j->detail[0] = '\0';
+	c->is_plain[slot] = http_plain_handles(j->req.url);
+	if (c->is_plain[slot]) {
+		/* A failure to start shows as a finished attempt at the next step. */
+		http_plain_start(&c->plain[slot], &j->req, USER_AGENT,
+				 attempt_timeout(c, now, deadline), j->detail, sizeof(j->detail));
+		j->state = JOB_RUNNING;
+		return 0;
+	}
+	int rc = need_curl(c);
+	if (rc < 0)
+		return rc;
 	const struct curl_api *k = c->curl;
 	if (!c->easy[slot])
 		c->easy[slot] = k->easy_init();
@@ -169,9 +203,7 @@ static int start_attempt(struct http_client *c, size_t slot, struct http_job *j,
 		}
 		hdrs = more;
 	}
-	uint64_t left = deadline - now;
-	uint64_t timeout_ms = (left < c->timeout_ns ? left : c->timeout_ns) / NS_PER_MS;
-	j->detail[0] = '\0';
+	uint64_t timeout_ms = attempt_timeout(c, now, deadline) / NS_PER_MS;
 	k->easy_setopt(h, CURLOPT_URL, j->req.url);
 	k->easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, j->req.unix_socket);
 	/* Defence in depth (URLs are checked by config): http and https only. Older
@@ -198,9 +230,13 @@ static int start_attempt(struct http_client *c, size_t slot, struct http_job *j,
 /* Detaches the easy handle of a finished or abandoned attempt. */
 static void end_attempt(struct http_client *c, size_t slot, struct http_job *j)
 {
-	c->curl->multi_remove_handle(c->multi, c->easy[slot]);
-	c->curl->slist_free_all(j->hdrs);
-	j->hdrs = NULL;
+	if (c->is_plain[slot]) {
+		http_plain_close(&c->plain[slot]);
+	} else {
+		c->curl->multi_remove_handle(c->multi, c->easy[slot]);
+		c->curl->slist_free_all(j->hdrs);
+		j->hdrs = NULL;
+	}
 	j->attempts++;
 }
 
@@ -208,12 +244,19 @@ static void finish_attempt(struct http_client *c, size_t slot, struct http_job *
 			   uint64_t now, uint64_t deadline, bool single_attempt)
 {
 	long status = 0;
-	curl_off_t sent = 0;
-	c->curl->easy_getinfo(c->easy[slot], CURLINFO_RESPONSE_CODE, &status);
-	c->curl->easy_getinfo(c->easy[slot], CURLINFO_SIZE_UPLOAD_T, &sent);
+	uint64_t sent = 0;
+	if (c->is_plain[slot]) {
+		status = c->plain[slot].status;
+		sent = c->plain[slot].sent;
+	} else {
+		curl_off_t n = 0;
+		c->curl->easy_getinfo(c->easy[slot], CURLINFO_RESPONSE_CODE, &status);
+		c->curl->easy_getinfo(c->easy[slot], CURLINFO_SIZE_UPLOAD_T, &n);
+		sent = n > 0 ? (uint64_t)n : 0;
+	}
 	end_attempt(c, slot, j);
 	j->status = status;
-	j->bytes_sent += sent > 0 ? (uint64_t)sent : 0;
+	j->bytes_sent += sent;
 	enum http_verdict v = http_classify(code, status);
 	j->state = JOB_DONE;
 	if (v == HTTP_DELIVERED) {
@@ -224,7 +267,7 @@ static void finish_attempt(struct http_client *c, size_t slot, struct http_job *
 	j->fail = http_fail_kind(code, status);
 	if (code == CURLE_OK)
 		snprintf(j->detail, sizeof(j->detail), "HTTP status %ld", status);
-	else if (!j->detail[0])
+	else if (!j->detail[0] && c->curl)
 		snprintf(j->detail, sizeof(j->detail), "%s", c->curl->easy_strerror(code));
 	if (v == HTTP_REJECTED) {
 		j->rc = -EPROTO;
@@ -302,7 +345,8 @@ static bool step_job(struct http_client *c, size_t i, struct http_job *j, uint64
 		if (rc < 0) {
 			j->fail = HTTP_FAIL_SETUP;
 			snprintf(j->detail, sizeof(j->detail), "cannot set up the request: %s",
-				 strerror(-rc));
+				 rc == -ENOPKG ? "https:// needs libcurl, which could not be loaded"
+					       : strerror(-rc));
 			j->rc = rc;
 			j->state = JOB_DONE;
 		}
@@ -343,21 +387,49 @@ void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint6
 			pending |= step_job(c, i, &jobs[i], now, deadline, no_retry, &wake);
 		if (!pending)
 			break;
-		int running = 0, left = 0;
-		c->curl->multi_perform(c->multi, &running);
-		CURLMsg *msg;
-		while ((msg = c->curl->multi_info_read(c->multi, &left))) {
-			for (size_t i = 0; msg->msg == CURLMSG_DONE && i < n; i++) {
-				if (c->easy[i] == msg->easy_handle && jobs[i].state == JOB_RUNNING)
-					finish_attempt(c, i, &jobs[i], msg->data.result, now,
-						       deadline, no_retry);
+		if (c->multi) {
+			int running = 0, left = 0;
+			c->curl->multi_perform(c->multi, &running);
+			CURLMsg *msg;
+			while ((msg = c->curl->multi_info_read(c->multi, &left))) {
+				for (size_t i = 0; msg->msg == CURLMSG_DONE && i < n; i++) {
+					if (!c->is_plain[i] && c->easy[i] == msg->easy_handle &&
+					    jobs[i].state == JOB_RUNNING)
+						finish_attempt(c, i, &jobs[i], msg->data.result,
+							       now, deadline, no_retry);
+				}
 			}
 		}
+		struct curl_waitfd fds[HTTP_MAX_SLOTS];
+		unsigned nfds = 0;
+		bool finished = false; /* then look at the jobs again before waiting */
+		for (size_t i = 0; i < n; i++) {
+			if (!c->is_plain[i] || jobs[i].state != JOB_RUNNING)
+				continue;
+			if (http_plain_step(&c->plain[i], now, jobs[i].detail,
+					    sizeof(jobs[i].detail))) {
+				finish_attempt(c, i, &jobs[i], c->plain[i].code, now, deadline,
+					       no_retry);
+				finished = true;
+			} else if (http_plain_fd(&c->plain[i]) >= 0) {
+				fds[nfds++] = (struct curl_waitfd){http_plain_fd(&c->plain[i]),
+								   http_plain_events(&c->plain[i]), 0};
+			}
+		}
+		if (finished)
+			continue;
 		uint64_t ms = wake > now ? (wake - now) / NS_PER_MS : 0;
 		if (ms > POLL_SLICE_MS)
 			ms = POLL_SLICE_MS;
 		/* Waits on the running transfers' sockets, or sleeps when there are none. */
-		c->curl->multi_poll(c->multi, NULL, 0, (int)ms, NULL);
+		if (c->multi) {
+			c->curl->multi_poll(c->multi, fds, nfds, (int)ms, NULL);
+		} else {
+			struct pollfd p[HTTP_MAX_SLOTS];
+			for (unsigned i = 0; i < nfds; i++)
+				p[i] = (struct pollfd){fds[i].fd, (short)fds[i].events, 0};
+			poll(p, nfds, (int)ms);
+		}
 	}
 	now = clock_now_ns(CLOCK_MONOTONIC);
 	for (size_t i = 0; i < n; i++)

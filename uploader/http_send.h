@@ -1,8 +1,10 @@
 /*
  * http_send.h - sending the HTTP exporters' requests: retries, backoff, deadlines.
  *
- * Owns: the libcurl multi handle and one easy handle per exporter slot, the retry
- * policy shared by every HTTP exporter, and the rate-limited warnings about failures.
+ * Owns: one transport per exporter slot: http_plain.c for http:// and unix sockets (no
+ * libcurl in the process), libcurl's multi and easy handles for https:// (loaded at
+ * the first https request); the retry policy shared by every HTTP exporter, and the
+ * rate-limited warnings about failures.
  *  - All requests of one profile run concurrently (one exporter being down does not
  *    eat another's time), each with its own retries.
  *  - Retry policy (http_classify): 2xx delivered; 408, 429, 5xx and transport errors
@@ -83,7 +85,8 @@ struct http_job {
 	char detail[HTTP_DETAIL_MAX];
 };
 
-/* Pure policy, for the tests. curl_code is a CURLcode. */
+/* Pure policy, for the tests. curl_code is a CURLcode (http_plain.c reports its
+ * errors as CURLcodes too). */
 enum http_verdict http_classify(int curl_code, long status);
 enum http_fail http_fail_kind(int curl_code, long status);
 
@@ -92,8 +95,9 @@ uint64_t http_backoff_ns(unsigned retry, uint64_t random);
 
 struct http_client;
 
-/* Loads libcurl (first call in the process) and makes a client. NULL when libcurl is
- * unavailable (warned once). Uploader thread. */
+/* Makes a client; libcurl is loaded only by its first https:// request (where it is
+ * missing, https requests fail as setup errors). NULL when out of memory. Uploader
+ * thread. */
 struct http_client *http_client_new(uint64_t request_timeout_ns);
 void http_client_free(struct http_client *c);
 

@@ -17,6 +17,7 @@
 #include "uploader.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -59,6 +60,7 @@ struct control {
 	bool cycling;		  /* the thread is serializing or exporting (lock released) */
 	uint64_t flush_requested; /* generation counters */
 	uint64_t flush_completed;
+	uint64_t forks; /* fork() calls of the process (from prepare) */
 };
 
 /* What one uploader thread owns (on its stack). */
@@ -67,8 +69,10 @@ struct upload_ctx {
 	struct pb_buf gz;
 	struct pb_buf bodies[MAX_EXPORTERS];
 	struct http_client *http; /* made at the first HTTP export (loads libcurl) */
-	bool http_unavailable;	  /* libcurl could not be loaded: not tried again */
+	bool http_unavailable;	  /* no client could be made (memory): not tried again */
 	char runtime_id[EXPORT_RUNTIME_ID_MAX];
+	uint64_t forks_seen;	 /* ctl.forks when this cycle started */
+	uint64_t forks_released; /* ... when the DWARF data was last given back */
 };
 
 static pthread_mutex_t ctl_lock_fallback;
@@ -332,6 +336,14 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		threads_refresh_names();
 		struct pprof_stats ps;
 		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
+		if (ctx->forks_seen != ctx->forks_released) {
+			/* The process forks: every fork copies the page tables of our memory
+			 * (and a child may copy pages), so the libdw sessions' DWARF data,
+			 * often several MiB, is given back until the next miss needs it. */
+			ctx->forks_released = ctx->forks_seen;
+			symbolizer_release_dwarf(ctx->sym);
+			malloc_trim(0);
+		}
 		atomic_store_explicit(&st_serialize_ns, clock_now_ns(CLOCK_MONOTONIC) - t0,
 				      memory_order_relaxed);
 		count(&st_samples, samples);
@@ -396,6 +408,7 @@ static void *uploader_main(void *arg)
 		}
 		bool final = ctl.stop;
 		uint64_t flush_gen = ctl.flush_requested;
+		ctx.forks_seen = ctl.forks;
 		ctl.cycling = true;
 		pthread_mutex_unlock(ctl.lock);
 
@@ -567,6 +580,7 @@ void uploader_atfork_prepare(void)
 	/* Never held across I/O or serialization: this waits for at most a few
 	 * instructions, never for an upload in flight. */
 	pthread_mutex_lock(ctl.lock);
+	ctl.forks++; /* before the fork: the parent handler writes nothing */
 }
 
 void uploader_atfork_parent(void)
