@@ -7,7 +7,8 @@
  *              and library destructors run, as in real programs) and the parent waits
  * A thread burns CPU meanwhile in both modes, so the agent is sampling while it happens.
  *
- * usage: bench_spawn threads|fork N
+ * usage: bench_spawn threads|fork N [WARMUP_S]
+ * WARMUP_S: burn CPU that long first (so a profiler has uploaded once: its steady state).
  * Prints "rate R" (operations per second of wall time).
  */
 #include <pthread.h>
@@ -54,6 +55,13 @@ int main(int argc, char **argv)
 	int n = atoi(argv[2]);
 	pthread_t b;
 	pthread_create(&b, NULL, burner, NULL);
+	if (argc > 3) {
+		volatile unsigned long x = 0;
+		double until = now_s() + atof(argv[3]);
+		while (now_s() < until)
+			for (int i = 0; i < 100000; i++)
+				x = x * 6364136223846793005UL + 1;
+	}
 	double t0 = now_s();
 	for (int i = 0; i < n; i++) {
 		if (forking) {

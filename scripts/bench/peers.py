@@ -317,10 +317,40 @@ def bench_spawn(resdir):
     cands = [Profiler("libddprof"), Profiler("gperftools")]
     res = {"rounds": rounds, "threads": n_threads, "forks": n_forks, "storm": n_storm,
            "rows": []}
-    cases = [("threads", [os.path.join(BENCH, "bench_spawn"), "threads", str(n_threads)]),
-             ("fork", [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks)]),
-             ("fork_storm", [os.path.join(WORKLOADS, "fork_storm"), str(n_storm)])]
-    for case, argv in cases:
+    # The steady state of a process that forks after it has uploaded over HTTP: a local
+    # intake, a 1 s upload period, 1.5 s of warm-up before the forks (without the agent
+    # the same warm-up is run).
+    intake_dir = tempfile.mkdtemp(prefix="ddprof-bench-intake-")
+    port_file = os.path.join(intake_dir, "port")
+    intake = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "intake_server.py"),
+                               "--out", os.path.join(intake_dir, "out"), "--port", "0",
+                               "--port-file", port_file],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if os.path.exists(port_file):
+            break
+        time.sleep(0.05)
+    with open(port_file) as f:
+        url = "http://127.0.0.1:%s" % f.read().strip()
+    uploading = [Profiler("libddprof", extra={"DD_TRACE_AGENT_URL": url,
+                                              "DD_PROFILING_UPLOAD_PERIOD": "1"})]
+    res["after_upload_warmup_s"] = 1.5
+    cases = [("threads", [os.path.join(BENCH, "bench_spawn"), "threads", str(n_threads)], cands),
+             ("fork", [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks)], cands),
+             ("fork_after_upload",
+              [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks), "1.5"], uploading),
+             ("fork_storm", [os.path.join(WORKLOADS, "fork_storm"), str(n_storm)], cands)]
+    try:
+        spawn_cases(res, rounds, cases)
+    finally:
+        intake.kill()
+        intake.wait()
+        shutil.rmtree(intake_dir, ignore_errors=True)
+    write(resdir, "spawn.json", res)
+
+
+def spawn_cases(res, rounds, cases):
+    for case, argv, cands in cases:
         def measure(prof, argv=argv):
             # A normal run takes a few seconds; gperftools sometimes deadlocks in fork.
             out, _, _, _ = run(prof, argv, timeout=SPAWN_TIMEOUT)
@@ -339,7 +369,6 @@ def bench_spawn(resdir):
                 continue
             print("  %-10s %-10s %9.0f/s vs %9.0f/s  ratio %.3f  (%d hung)" %
                   (case, c.kind, row["rate"], row["base_rate"], row["ratio"], row["hung"]))
-    write(resdir, "spawn.json", res)
 
 
 def bench_startup(resdir):
