@@ -415,6 +415,23 @@ def test_agentless_refuses_plain_http_and_never_logs_the_key(ctx):
     return "refused: %s" % refusal[0][len(WARNING):].strip()[:140]
 
 
+def test_http_agent_upload_loads_no_libcurl(ctx):
+    """http:// intakes use libddprof's own HTTP client: libcurl's ~30 libraries would be
+    mapped in the application (and copied by every fork) for nothing."""
+    with Intake(ctx, "agent") as intake:
+        _o, err, _cpu, _wall = run_split({"DD_TRACE_AGENT_URL": intake.url,
+                                          "DD_PROFILING_UPLOAD_PERIOD": "1",
+                                          "DD_PROFILING_LOG_LEVEL": "debug"},
+                                         threads=1, secs=1.5)
+        recs = intake.records()
+    check(len(recs) >= 1 and all(r["status"] == 200 for r in recs),
+          "uploads: %s" % [(r["status"], r["error"]) for r in recs])
+    check(all(r["headers"].get("user-agent") == "libddprof/" + VERSION for r in recs),
+          "User-Agent: %s" % [r["headers"].get("user-agent") for r in recs])
+    check("loaded libcurl" not in err, "an http:// upload loaded libcurl: %s" % err[-2000:])
+    return "%d uploads over plain HTTP, libcurl never loaded" % len(recs)
+
+
 def test_output_dir_alone_uploads_nothing_and_loads_no_libcurl(ctx):
     """The default agent exporter stays off when only files are asked for, and a process
     that never uploads never loads libcurl."""
