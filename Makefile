@@ -10,7 +10,10 @@ BASE_CFLAGS := -std=gnu11 -O2 -g -pthread -fPIC $(WARN) -fno-omit-frame-pointer 
 	-D_GNU_SOURCE -DDDPROF_VERSION=\"$(VERSION)\" -I.
 # Only the interposed libc functions and the public API (DDPROF_EXPORT) are exported.
 LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden
-LIB_LDLIBS := -lelf -lz -ldl -lrt -pthread
+LIB_LDLIBS := -ldl -lrt -pthread
+# libelf and zlib are not linked into the library (libdw and libz are dlopen'd by the
+# uploader); the tests' own tools (the pprof reader, ELF checks) link them.
+TEST_LDLIBS := $(LIB_LDLIBS) -lelf -lz
 
 LIB_SRCS := $(wildcard common/*.c) $(wildcard agent/*.c) $(wildcard uploader/*.c) \
 	$(wildcard preload/*.c)
@@ -54,7 +57,7 @@ $(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) $(BASE_CFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ \
-		$(CHECK_LIBS) $(LIB_LDLIBS)
+		$(CHECK_LIBS) $(TEST_LDLIBS)
 
 # The symbolizer suite links a C++ object (demangling) and loads fixtures: a -g
 # library (noted after dlclose), its stripped twin, a stripped program (the _start rule).
@@ -67,7 +70,7 @@ $(BUILD)/test/test_symbolizer: test/unit/test_symbolizer.c $(SYMFIX_DIR)/symfix_
 		$(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
 	@echo "  CC      $@"
 	@$(CC) $(BASE_CFLAGS) $< $(SYMFIX_DIR)/symfix_cxx.o $(TOOL_LIB_OBJS) \
-		$(BUILD)/libddprof_core.a -o $@ $(CHECK_LIBS) $(LIB_LDLIBS)
+		$(BUILD)/libddprof_core.a -o $@ $(CHECK_LIBS) $(TEST_LDLIBS)
 
 $(SYMFIX_DIR)/symfix_cxx.o: test/unit/fixtures/symfix_cxx.cc
 	@mkdir -p $(dir $@)
@@ -137,7 +140,7 @@ TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules
 TSAN_CORE := common/log.c agent/region.c agent/stack_trie.c agent/profile.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table.c \
-	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c \
+	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c agent/elf_image.c \
 	agent/sampler.c agent/stack_bounds.c agent/stack_ranges.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan

@@ -6,19 +6,19 @@
  *
  * The rows come from cfi_parse.c one FDE at a time; here they are ordered (FDE chunks
  * sorted and concatenated: much cheaper than sorting every row), merged, and trimmed.
- * libelf finds the sections in files and in-memory images (the vdso).
+ * elf_image.c finds the sections in files and in-memory images (the vdso).
  */
 #include "cfi_table.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
+#include <elf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent/cfi_parse.h"
+#include "agent/elf_image.h"
 
 /* Sort by pc; at equal pcs the end marker first so a real row wins. */
 static int row_cmp(const void *a, const void *b)
@@ -186,61 +186,32 @@ int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 			struct cfi_table *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ENOSYS;
-	int fd = -1;
-	Elf *e;
+	struct elf_image im;
 	if (image) {
-		e = elf_memory((char *)image, image_len);
+		elf_image_memory(&im, image, image_len);
 	} else {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		int rc = elf_image_open(&im, path);
+		if (rc < 0)
+			return rc;
 	}
-	int rc = -ENOENT;
-	GElf_Ehdr eh;
-	size_t shstrndx, nph;
-	if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) || eh.e_machine != EM_X86_64 ||
-	    elf_getshdrstrndx(e, &shstrndx) != 0 || elf_getphdrnum(e, &nph) != 0) {
-		rc = -EINVAL;
-		goto out;
+	int rc = -EINVAL;
+	if (elf_image_check(&im, EM_X86_64) == 0) {
+		static const char *const names[2] = {".eh_frame", ".debug_frame"};
+		struct cfi_section secs[2];
+		memset(secs, 0, sizeof(secs));
+		for (int slot = 0; slot < 2; slot++) {
+			struct elf_section sec;
+			/* A compressed .debug_frame is not inflated: skipped, as before. */
+			if (!elf_image_section(&im, names[slot], SHT_PROGBITS, &sec) ||
+			    sec.len == 0 || (sec.flags & SHF_COMPRESSED))
+				continue;
+			secs[slot].data = sec.data;
+			secs[slot].len = sec.len;
+			secs[slot].vaddr = sec.vaddr;
+			secs[slot].is_debug_frame = slot == 1;
+		}
+		rc = cfi_table_build(secs, 2, elf_image_load_base(&im), out);
 	}
-	uint64_t base = UINT64_MAX;
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < base)
-			base = ph.p_vaddr & ~(uint64_t)0xfff;
-	}
-	if (base == UINT64_MAX)
-		base = 0;
-	struct cfi_section secs[2];
-	memset(secs, 0, sizeof(secs));
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
-			continue;
-		const char *name = elf_strptr(e, shstrndx, sh.sh_name);
-		int slot = !name			   ? -1
-			   : !strcmp(name, ".eh_frame")	   ? 0
-			   : !strcmp(name, ".debug_frame") ? 1
-							   : -1;
-		if (slot < 0)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf || d->d_size == 0)
-			continue;
-		secs[slot].data = d->d_buf;
-		secs[slot].len = d->d_size;
-		secs[slot].vaddr = sh.sh_addr;
-		secs[slot].is_debug_frame = slot == 1;
-	}
-	rc = cfi_table_build(secs, 2, base, out);
-out:
-	if (e)
-		elf_end(e);
-	if (fd >= 0)
-		close(fd);
+	elf_image_close(&im);
 	return rc;
 }

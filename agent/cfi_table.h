@@ -82,8 +82,8 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 
 /*
  * Builds the table of an ELF file on disk (or, with image != NULL, of an in-memory
- * image of image_len bytes such as the vdso), reading .eh_frame and .debug_frame with
- * libelf. Returns 0 or a negative errno.
+ * image of image_len bytes such as the vdso), reading .eh_frame and .debug_frame
+ * (elf_image.h). Returns 0 or a negative errno.
  */
 int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 			struct cfi_table *out);

@@ -23,11 +23,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "agent/sym_elf.h"
 
 #include "common/log.h"
+#include "common/z_api.h"
 
 struct sym_dwarf {
 	const struct dw_api *api;
@@ -47,10 +47,13 @@ static char *default_debuginfo_path;
 static bool crc_matches(int fd, uint32_t want)
 {
 	static unsigned char buf[CRC_CHUNK]; /* uploader thread only */
-	uLong crc = crc32(0L, Z_NULL, 0);
+	const struct z_api *z = z_api_get();
+	if (!z)
+		return false;
+	uLong crc = z->crc32(0L, Z_NULL, 0);
 	ssize_t n;
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		crc = crc32(crc, buf, (uInt)n);
+		crc = z->crc32(crc, buf, (uInt)n);
 	lseek(fd, 0, SEEK_SET);
 	return n == 0 && (uint32_t)crc == want;
 }

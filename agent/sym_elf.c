@@ -1,85 +1,72 @@
 /*
- * sym_elf.c - ELF facts and symbol tables of a module file via libelf (see sym_elf.h).
+ * sym_elf.c - ELF facts and symbol tables of a module file (see sym_elf.h).
  *
- * Context: uploader thread. libelf checks section and segment bounds itself; what we
- * read from section data (notes, symbols) goes through gelf_* accessors that check the
- * index against the data size, and string offsets through elf_strptr, which checks
- * them against the string section.
+ * Context: uploader thread. The headers come through elf_image.c, which checks every
+ * table against the file's bytes; what is read from section data here (notes,
+ * symbols, their names) is checked against that section's size.
+ * No libelf: the module thread's elf_image.c already reads these headers, and a
+ * process that never loads libdw then never maps libelf either.
  */
 #include "sym_elf.h"
 
+#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "agent/elf_image.h"
 
 #define NT_GNU_BUILD_ID_TYPE 3
 #define GNU_NOTE_NAME "GNU"
 #define GNU_NOTE_NAMESZ 4 /* "GNU" and its NUL */
 
-/* An ELF handle on the file at path, or on image[0..size) when image is not NULL (then
- * *fd is -1). NULL with errno set on failure. */
-static Elf *elf_open(const char *path, const void *image, size_t size, int *fd)
+static int image_open(const char *path, const void *image, size_t size, struct elf_image *im)
 {
-	elf_version(EV_CURRENT);
-	if (image) {
-		*fd = -1;
-		/* libelf only reads an image opened for ELF_C_READ: the cast is safe. */
-		Elf *e = elf_memory((char *)image, size);
-		if (e && elf_kind(e) == ELF_K_ELF)
-			return e;
-		if (e)
-			elf_end(e);
-		errno = EINVAL;
-		return NULL;
+	if (image)
+		elf_image_memory(im, image, size);
+	else {
+		int rc = elf_image_open(im, path);
+		if (rc < 0)
+			return rc;
 	}
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (*fd < 0)
-		return NULL;
-	Elf *e = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
-	if (e && elf_kind(e) == ELF_K_ELF)
-		return e;
-	if (e)
-		elf_end(e);
-	close(*fd);
-	*fd = -1;
-	errno = EINVAL;
-	return NULL;
+	if (elf_image_check(im, EM_X86_64) < 0) {
+		elf_image_close(im);
+		return -EINVAL;
+	}
+	return 0;
 }
 
-static void elf_close(Elf *e, int fd)
-{
-	elf_end(e);
-	if (fd >= 0)
-		close(fd);
-}
+#define NOTE_ALIGN(x) (((x) + 3) & ~(size_t)3)
 
-static void read_build_id(Elf *e, struct sym_elf_info *out)
+static void read_build_id(const struct elf_image *im, struct sym_elf_info *out)
 {
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+	size_t n = elf_image_nsections(im);
+	for (size_t i = 1; i < n; i++) {
+		struct elf_section sec;
+		if (!elf_image_section_at(im, i, &sec) || sec.type != SHT_NOTE)
 			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d)
-			continue;
-		size_t off = 0, name_off, desc_off;
-		GElf_Nhdr nh;
-		while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-			if (nh.n_type != NT_GNU_BUILD_ID_TYPE || nh.n_namesz != GNU_NOTE_NAMESZ ||
-			    memcmp((char *)d->d_buf + name_off, GNU_NOTE_NAME, GNU_NOTE_NAMESZ) !=
-				0)
-				continue;
-			size_t n =
-			    nh.n_descsz < SYM_ELF_BUILD_ID_MAX ? nh.n_descsz : SYM_ELF_BUILD_ID_MAX;
-			const uint8_t *id = (const uint8_t *)d->d_buf + desc_off;
-			for (size_t i = 0; i < n; i++)
-				snprintf(out->build_id + 2 * i, 3, "%02x", id[i]);
-			return;
+		size_t off = 0;
+		while (sec.len - off >= sizeof(Elf64_Nhdr)) {
+			Elf64_Nhdr nh;
+			memcpy(&nh, sec.data + off, sizeof(nh));
+			size_t name_off = off + sizeof(nh);
+			if (NOTE_ALIGN(nh.n_namesz) > sec.len - name_off)
+				break;
+			size_t desc_off = name_off + NOTE_ALIGN(nh.n_namesz);
+			if (nh.n_descsz > sec.len - desc_off)
+				break;
+			if (nh.n_type == NT_GNU_BUILD_ID_TYPE && nh.n_namesz == GNU_NOTE_NAMESZ &&
+			    memcmp(sec.data + name_off, GNU_NOTE_NAME, GNU_NOTE_NAMESZ) == 0) {
+				size_t k = nh.n_descsz < SYM_ELF_BUILD_ID_MAX ? nh.n_descsz
+									      : SYM_ELF_BUILD_ID_MAX;
+				for (size_t b = 0; b < k; b++)
+					snprintf(out->build_id + 2 * b, 3, "%02x",
+						 sec.data[desc_off + b]);
+				return;
+			}
+			if (NOTE_ALIGN(nh.n_descsz) > sec.len - desc_off)
+				break;
+			off = desc_off + NOTE_ALIGN(nh.n_descsz);
 		}
 	}
 }
@@ -87,57 +74,49 @@ static void read_build_id(Elf *e, struct sym_elf_info *out)
 static int read_info(const char *path, const void *image, size_t size, struct sym_elf_info *out)
 {
 	memset(out, 0, sizeof(*out));
-	int fd;
-	Elf *e = elf_open(path, image, size, &fd);
-	if (!e)
-		return -errno;
-	GElf_Ehdr eh;
-	if (!gelf_getehdr(e, &eh)) {
-		elf_close(e, fd);
-		return -EINVAL;
+	struct elf_image im;
+	int rc = image_open(path, image, size, &im);
+	if (rc < 0)
+		return rc;
+	const Elf64_Ehdr *eh = elf_image_ehdr(&im);
+	out->entry = eh->e_entry;
+	out->is_program = eh->e_type == ET_EXEC;
+	size_t nph;
+	const Elf64_Phdr *ph = elf_image_phdrs(&im, &nph);
+	for (size_t i = 0; i < nph; i++) {
+		if (ph[i].p_type == PT_INTERP)
+			out->is_program = true;
+		if (ph[i].p_type == PT_LOAD && out->nloads < SYM_ELF_MAX_LOADS)
+			out->loads[out->nloads++] =
+			    (struct sym_elf_load){ph[i].p_offset, ph[i].p_vaddr, ph[i].p_filesz};
 	}
-	out->entry = eh.e_entry;
-	out->is_program = eh.e_type == ET_EXEC;
-	size_t nph = 0;
-	int rc = elf_getphdrnum(e, &nph) == 0 ? 0 : -EINVAL;
-	if (rc == 0) {
-		for (size_t i = 0; i < nph; i++) {
-			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph)) {
-				rc = -EINVAL; /* past the end of the file */
-				break;
-			}
-			if (ph.p_type == PT_INTERP)
-				out->is_program = true;
-			if (ph.p_type == PT_LOAD && out->nloads < SYM_ELF_MAX_LOADS)
-				out->loads[out->nloads++] =
-				    (struct sym_elf_load){ph.p_offset, ph.p_vaddr, ph.p_filesz};
-		}
-	}
-	if (out->nloads == 0)
-		rc = -EINVAL; /* nothing of it can be mapped: not a module */
-	read_build_id(e, out);
-	elf_close(e, fd);
+	rc = out->nloads == 0 ? -EINVAL : 0; /* nothing of it can be mapped: not a module */
+	read_build_id(&im, out);
+	elf_image_close(&im);
 	return rc;
 }
 
 /* Adds the function symbols of one symbol table section. */
-static int read_symtab(struct sym_table *t, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh)
+static int read_symtab(struct sym_table *t, const struct elf_image *im,
+		       const struct elf_section *sec)
 {
-	Elf_Data *d = elf_getdata(scn, NULL);
-	if (!d || sh->sh_entsize == 0)
+	struct elf_section strs;
+	if (sec->entsize != sizeof(Elf64_Sym) || !elf_image_section_at(im, sec->link, &strs))
 		return 0;
-	size_t count = sh->sh_size / sh->sh_entsize;
+	size_t count = sec->len / sizeof(Elf64_Sym);
 	for (size_t i = 0; i < count; i++) {
-		GElf_Sym sym;
-		if (!gelf_getsym(d, (int)i, &sym))
-			break;
-		int type = GELF_ST_TYPE(sym.st_info);
+		Elf64_Sym sym;
+		memcpy(&sym, sec->data + i * sizeof(sym), sizeof(sym));
+		int type = ELF64_ST_TYPE(sym.st_info);
 		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF)
 			continue;
-		int rc = sym_table_add(t, sym.st_value, sym.st_size,
-				       elf_strptr(e, sh->sh_link, sym.st_name),
-				       GELF_ST_BIND(sym.st_info) != STB_LOCAL);
+		/* The name must end inside the string table. */
+		const char *name = NULL;
+		if (sym.st_name < strs.len &&
+		    memchr(strs.data + sym.st_name, '\0', strs.len - sym.st_name))
+			name = (const char *)strs.data + sym.st_name;
+		int rc = sym_table_add(t, sym.st_value, sym.st_size, name,
+				       ELF64_ST_BIND(sym.st_info) != STB_LOCAL);
 		if (rc < 0)
 			return rc;
 	}
@@ -156,19 +135,18 @@ int sym_elf_read_info_mem(const void *image, size_t size, struct sym_elf_info *o
 
 static int read_symbols(const char *path, const void *image, size_t size, struct sym_table *t)
 {
-	int fd;
-	Elf *e = elf_open(path, image, size, &fd);
-	if (!e)
-		return -errno;
-	int rc = 0;
-	Elf_Scn *scn = NULL;
-	while (rc == 0 && (scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) &&
-		    (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM))
-			rc = read_symtab(t, e, scn, &sh);
+	struct elf_image im;
+	int rc = image_open(path, image, size, &im);
+	if (rc < 0)
+		return rc;
+	size_t n = elf_image_nsections(&im);
+	for (size_t i = 1; rc == 0 && i < n; i++) {
+		struct elf_section sec;
+		if (elf_image_section_at(&im, i, &sec) &&
+		    (sec.type == SHT_SYMTAB || sec.type == SHT_DYNSYM))
+			rc = read_symtab(t, &im, &sec);
 	}
-	elf_close(e, fd);
+	elf_image_close(&im);
 	return rc;
 }
 

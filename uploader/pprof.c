@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "agent/threads.h"
 #include "agent/unwind.h"
 #include "common/clock.h"
 #include "common/hashmap.h"
 #include "common/log.h"
+#include "common/z_api.h"
 
 /* profile.proto field numbers. */
 enum {
@@ -298,10 +298,13 @@ static void write_mappings(struct pb_buf *out, struct builder *b)
 
 int pprof_gzip(const uint8_t *in, size_t len, struct pb_buf *out)
 {
+	const struct z_api *z = z_api_get();
+	if (!z)
+		return -ENOPKG;
 	z_stream zs;
 	memset(&zs, 0, sizeof(zs));
-	if (deflateInit2(&zs, GZIP_LEVEL, Z_DEFLATED, GZIP_WINDOW_BITS, GZIP_MEM_LEVEL,
-			 Z_DEFAULT_STRATEGY) != Z_OK)
+	if (z->deflateInit2_(&zs, GZIP_LEVEL, Z_DEFLATED, GZIP_WINDOW_BITS, GZIP_MEM_LEVEL,
+			     Z_DEFAULT_STRATEGY, ZLIB_VERSION, (int)sizeof(zs)) != Z_OK)
 		return -ENOMEM;
 	zs.next_in = (Bytef *)in;
 	zs.avail_in = (uInt)len;
@@ -310,12 +313,12 @@ int pprof_gzip(const uint8_t *in, size_t len, struct pb_buf *out)
 	do {
 		zs.next_out = chunk;
 		zs.avail_out = sizeof(chunk);
-		rc = deflate(&zs, Z_FINISH);
+		rc = z->deflate(&zs, Z_FINISH);
 		if (rc == Z_STREAM_ERROR)
 			break;
 		pb_raw(out, chunk, sizeof(chunk) - zs.avail_out);
 	} while (rc != Z_STREAM_END);
-	deflateEnd(&zs);
+	z->deflateEnd(&zs);
 	return (rc == Z_STREAM_END && !out->failed) ? 0 : -ENOMEM;
 }
 

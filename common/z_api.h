@@ -1,0 +1,30 @@
+/*
+ * z_api.h - zlib loaded at run time: the functions we call.
+ *
+ * Owns: the one dlopen of libz.so.1 (never closed) and the function pointers resolved
+ * from it. zlib is not linked: a profiled process maps it only once it serializes a
+ * profile (gzip) or checks a .gnu_debuglink CRC, both on the uploader thread; a short
+ * process, or a fork child that exits before its first upload, never does (start-up
+ * time, and five fewer mappings for every fork to copy). <zlib.h> is included for
+ * types only. When libz is missing, z_api_get returns NULL and callers fail cleanly.
+ * Context: uploader thread (and tests), one caller at a time; never a signal handler.
+ */
+#ifndef DDPROF_COMMON_Z_API_H
+#define DDPROF_COMMON_Z_API_H
+
+#include <zlib.h>
+
+#define Z_API_SONAME "libz.so.1"
+
+struct z_api {
+	int (*deflateInit2_)(z_streamp strm, int level, int method, int window_bits,
+			     int mem_level, int strategy, const char *version, int stream_size);
+	int (*deflate)(z_streamp strm, int flush);
+	int (*deflateEnd)(z_streamp strm);
+	uLong (*crc32)(uLong crc, const Bytef *buf, uInt len);
+};
+
+/* Loads zlib at the first call; NULL (warned once) when it cannot be. */
+const struct z_api *z_api_get(void);
+
+#endif
