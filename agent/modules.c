@@ -67,6 +67,7 @@ static _Atomic unsigned load_polls;
 static _Atomic bool dirty;	       /* a dlclose returned: rescan at the next wake-up */
 static uint64_t notify_gen, ready_gen; /* ready_gen: last notify_gen fully built */
 static pthread_t ctl_thread;
+static bool own_thread; /* ctl_thread runs the service (not hosted) */
 /* Fork child: the thread is started on the first dlopen/dlclose only (the inherited map
  * already covers every module); a short-lived child never pays for it. */
 static modules_thread_create_fn lazy_create;
@@ -452,43 +453,62 @@ void modules_init(void)
 	pthread_condattr_destroy(&ca);
 }
 
+/* Set by modules_set_host: the thread that runs modules_service (the uploader's). */
+static modules_wake_fn host_wake;
+static uint64_t next_due_ns = UINT64_MAX; /* ctl_lock; CLOCK_MONOTONIC */
+
+void modules_set_host(modules_wake_fn wake)
+{
+	host_wake = wake;
+}
+
+uint64_t modules_service(uint64_t now_ns)
+{
+	pthread_mutex_lock(&ctl_lock);
+	uint64_t gen = notify_gen;
+	bool active = ctl_running && !ctl_stop;
+	bool due = active && (gen != ready_gen || now_ns >= next_due_ns);
+	uint64_t next = active ? next_due_ns : UINT64_MAX;
+	pthread_mutex_unlock(&ctl_lock);
+	if (!due)
+		return next;
+	bool changed = false;
+	refresh(&changed);
+	pthread_mutex_lock(&ctl_lock);
+	ready_gen = gen;
+	if (changed)
+		atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
+	pthread_cond_broadcast(&ctl_cond); /* modules_wait_ready */
+	uint64_t wait = RESCAN_INTERVAL_NS;
+	unsigned polls = atomic_load_explicit(&load_polls, memory_order_relaxed);
+	if (polls > 0 || atomic_exchange_explicit(&dirty, false, memory_order_relaxed)) {
+		if (polls > 0)
+			atomic_fetch_sub_explicit(&load_polls, 1, memory_order_relaxed);
+		wait = LOAD_POLL_NS;
+	}
+	/* A notify during the refresh: due again at once. */
+	next_due_ns = notify_gen != gen ? 0 : clock_now_ns(CLOCK_MONOTONIC) + wait;
+	next = ctl_stop ? UINT64_MAX : next_due_ns;
+	pthread_mutex_unlock(&ctl_lock);
+	return next;
+}
+
+/* Our own thread, when no host runs the service (unit tests, or the uploader thread
+ * could not be started). */
 static void *modules_thread(void *arg)
 {
 	(void)arg;
 	sampler_thread_mark_internal();
 	pthread_setname_np(pthread_self(), "ddprof-modules");
-	/* A process that lives a few milliseconds (a shell command) should not pay for
-	 * tables it never uses, nor wait at exit for a thread busy building them: start
-	 * after a short pause. Longer programs lose at most this much of their DWARF
-	 * unwinding at start-up (those samples walk frame pointers). */
-	struct timespec pause = {0, START_DELAY_NS};
-	nanosleep(&pause, NULL);
 	for (;;) {
+		uint64_t next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
 		pthread_mutex_lock(&ctl_lock);
-		uint64_t gen = notify_gen;
-		bool stop = ctl_stop;
-		pthread_mutex_unlock(&ctl_lock);
-		if (stop)
+		if (ctl_stop) {
+			pthread_mutex_unlock(&ctl_lock);
 			break;
-		bool changed = false;
-		refresh(&changed);
-		pthread_mutex_lock(&ctl_lock);
-		ready_gen = gen;
-		if (changed)
-			atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
-		pthread_cond_broadcast(&ctl_cond);
-		if (!ctl_stop && notify_gen == gen) {
-			uint64_t wait = RESCAN_INTERVAL_NS;
-			unsigned polls = atomic_load_explicit(&load_polls, memory_order_relaxed);
-			if (polls > 0 ||
-			    atomic_exchange_explicit(&dirty, false, memory_order_relaxed)) {
-				if (polls > 0)
-					atomic_fetch_sub_explicit(&load_polls, 1,
-								  memory_order_relaxed);
-				wait = LOAD_POLL_NS;
-			}
-			struct timespec ts =
-			    clock_ns_to_timespec(clock_now_ns(CLOCK_MONOTONIC) + wait);
+		}
+		if (notify_gen == ready_gen && next > clock_now_ns(CLOCK_MONOTONIC)) {
+			struct timespec ts = clock_ns_to_timespec(next);
 			pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts);
 		}
 		pthread_mutex_unlock(&ctl_lock);
@@ -500,8 +520,18 @@ int modules_start(modules_thread_create_fn create)
 {
 	pthread_mutex_lock(&ctl_lock);
 	ctl_stop = false;
-	notify_gen++;
+	/* A process that lives a few milliseconds (a shell command) should not pay for
+	 * tables it never uses, nor wait at exit for work on them: the first scan comes
+	 * after a short pause. Longer programs lose at most this much of their DWARF
+	 * unwinding at start-up (those samples walk frame pointers). */
+	next_due_ns = clock_now_ns(CLOCK_MONOTONIC) + START_DELAY_NS;
+	ctl_running = true;
 	pthread_mutex_unlock(&ctl_lock);
+	/* Hosted: the uploader thread runs the service, so the process has one profiler
+	 * thread, not two (each one costs every fork: its stack mappings and its malloc
+	 * arena, which glibc locks and unlocks around fork). */
+	if (host_wake && host_wake())
+		return 0;
 	/* The thread never takes a profiling signal: it is never sampled, and a handler
 	 * must not run inside the writer side of the grace scheme. */
 	sigset_t all, old;
@@ -509,9 +539,13 @@ int modules_start(modules_thread_create_fn create)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int rc = create(&ctl_thread, NULL, modules_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
+	if (rc != 0) {
+		pthread_mutex_lock(&ctl_lock);
+		ctl_running = false;
+		pthread_mutex_unlock(&ctl_lock);
 		return -rc;
-	ctl_running = true;
+	}
+	own_thread = true;
 	return 0;
 }
 
@@ -523,10 +557,22 @@ void modules_stop(void)
 	ctl_stop = true;
 	pthread_cond_broadcast(&ctl_cond);
 	pthread_mutex_unlock(&ctl_lock);
+	if (!own_thread)
+		return;
 	/* Bounded: the thread may be in the middle of a large table. */
 	struct timespec ts = clock_ns_to_timespec(clock_now_ns(CLOCK_REALTIME) + STOP_TIMEOUT_NS);
-	if (pthread_timedjoin_np(ctl_thread, NULL, &ts) == 0)
+	if (pthread_timedjoin_np(ctl_thread, NULL, &ts) == 0) {
 		ctl_running = false;
+		own_thread = false;
+	}
+}
+
+/* Wakes whoever runs the service: our thread (ctl_cond, broadcast by the caller) or
+ * the host. Called without ctl_lock. */
+static void wake_service(void)
+{
+	if (host_wake && !own_thread)
+		host_wake();
 }
 
 /* Cheap on the application's path: a store, and a wake-up only when the thread sleeps
@@ -559,6 +605,7 @@ void modules_notify(void)
 	notify_gen++;
 	pthread_cond_broadcast(&ctl_cond);
 	pthread_mutex_unlock(&ctl_lock);
+	wake_service();
 }
 
 void modules_notify_load(void)
@@ -571,6 +618,7 @@ void modules_notify_load(void)
 	notify_gen++;
 	pthread_cond_broadcast(&ctl_cond);
 	pthread_mutex_unlock(&ctl_lock);
+	wake_service();
 }
 
 int modules_wait_ready(uint64_t timeout_ns)
@@ -581,6 +629,9 @@ int modules_wait_ready(uint64_t timeout_ns)
 	pthread_mutex_lock(&ctl_lock);
 	uint64_t want = ++notify_gen;
 	pthread_cond_broadcast(&ctl_cond);
+	pthread_mutex_unlock(&ctl_lock);
+	wake_service();
+	pthread_mutex_lock(&ctl_lock);
 	int rc = 0;
 	while (ready_gen < want) {
 		struct timespec ts = clock_ns_to_timespec(deadline);
@@ -621,6 +672,8 @@ void modules_atfork_child(modules_thread_create_fn create)
 	atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
 	ctl_running = false;
 	ctl_stop = false;
+	own_thread = false; /* the parent's thread is not in the child */
+	next_due_ns = UINT64_MAX;
 	const struct module_map *m = module_map_current();
 	struct module **fresh_mods = calloc(m->n ? m->n : 1, sizeof(*fresh_mods));
 	size_t n = 0;

@@ -3,8 +3,11 @@
  *
  * Owns: the list of loaded ELF modules (from dl_iterate_phdr: the executable, shared
  * libraries, ld.so, the vdso), one CFI table per module built off the application's
- * path by a background thread ("ddprof-modules"), and the immutable map the signal
- * handler searches (executable segments sorted by address, each with its table).
+ * path, and the immutable map the signal handler searches (executable segments sorted
+ * by address, each with its table). The work runs in modules_service, on the
+ * uploader thread (modules_set_host): one profiler thread, because every thread of
+ * the process costs every fork (its stack mappings and its malloc arena); a thread of
+ * our own ("ddprof-modules") only when there is no host.
  *  - Publication: a new map is built privately and published with one release store;
  *    handlers load it with acquire inside grace_enter/grace_exit. The old map and the
  *    tables of unloaded modules are freed only after grace_wait says no handler can
@@ -17,9 +20,8 @@
  *    pcs sampled in a library that was dlclosed before the upload can still be named.
  * Context: modules_enter/exit/find are async-signal-safe; everything else is normal
  * context. Fork: the child keeps the parent's published map and tables (inherited
- * memory, immutable) and starts its own thread only on its first dlopen/dlclose
- * (modules_atfork_child): most fork children never load anything, and a thread per
- * child would halve the fork rate of a pre-fork server.
+ * memory, immutable) and rescans only after its first dlopen/dlclose
+ * (modules_atfork_child): most fork children never load anything.
  */
 #ifndef DDPROF_AGENT_MODULES_H
 #define DDPROF_AGENT_MODULES_H
@@ -60,7 +62,20 @@ typedef int (*modules_thread_create_fn)(pthread_t *t, const pthread_attr_t *attr
 /* Publishes an empty map. Normal context, before any handler can run. */
 void modules_init(void);
 
-/* Starts the background thread (create: the real pthread_create). 0 or -errno. */
+/* The service's host: a thread that calls modules_service when wake() asks (and when
+ * the time it returned comes). wake returns whether that thread is running; when it
+ * is not, modules_start falls back to a thread of our own. Set before modules_start.
+ * Normal context; wake may be called from any application thread (dlopen). */
+typedef bool (*modules_wake_fn)(void);
+void modules_set_host(modules_wake_fn wake);
+/* Runs the module work that is due (a scan after a notify, the load polls, the
+ * periodic rescan) on the calling thread, the host's. Returns when work is next due
+ * (CLOCK_MONOTONIC ns), UINT64_MAX when none is. Normal context, no lock held. */
+uint64_t modules_service(uint64_t now_ns);
+
+/* Starts the work: on the host's thread when modules_set_host gave one that runs,
+ * else on a thread of its own (create: the real pthread_create). The first scan comes
+ * START_DELAY after. 0 or -errno. */
 int modules_start(modules_thread_create_fn create);
 
 /* Stops the thread (bounded wait). Tables stay published: handlers may still run. */

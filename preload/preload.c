@@ -287,16 +287,19 @@ __attribute__((constructor)) static void ddprof_init(void)
 	atomic_store_explicit(&agent_running, true, memory_order_release);
 	threads_start_self(getpid() == sampler_gettid());
 	threads_scan_existing();
-	/* Unwind tables are built by their own thread, off the application's path. */
+	rc = uploader_start(&cfg, &profiles, real_pthread_create);
+	if (rc < 0)
+		log_error("cannot start the uploader thread (%s); profiles will not be exported",
+			  strerror(-rc));
+	/* Unwind tables are built off the application's path, by the uploader thread (one
+	 * profiler thread: each thread costs every fork), or by a thread of their own if
+	 * the uploader's could not start. */
+	modules_set_host(uploader_modules_wake);
 	rc = modules_start(real_pthread_create);
 	if (rc < 0)
 		log_warn("cannot start the module thread (%s); unwinding with frame pointers "
 			 "only",
 			 strerror(-rc));
-	rc = uploader_start(&cfg, &profiles, real_pthread_create);
-	if (rc < 0)
-		log_error("cannot start the uploader thread (%s); profiles will not be exported",
-			  strerror(-rc));
 	log_debug("sampling at %u Hz with signal %d, upload every %.3f s", cfg.cpu_hz, signo,
 		  (double)cfg.upload_period_ns / NS_PER_SEC);
 out:

@@ -61,6 +61,7 @@ struct control {
 	uint64_t flush_requested; /* generation counters */
 	uint64_t flush_completed;
 	uint64_t forks; /* fork() calls of the process (from prepare) */
+	bool modules_kick; /* modules_service has work (agent/modules.h) */
 };
 
 /* What one uploader thread owns (on its stack). */
@@ -109,6 +110,16 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+bool uploader_modules_wake(void)
+{
+	pthread_mutex_lock(ctl.lock);
+	bool hosting = ctl.running && !ctl.done;
+	ctl.modules_kick = true;
+	pthread_cond_broadcast(&ctl.cond);
+	pthread_mutex_unlock(ctl.lock);
+	return hosting;
+}
+
 void uploader_place_lock(void)
 {
 	static bool placed;
@@ -133,6 +144,7 @@ static void control_init(void)
 	ctl.running = ctl.stop = ctl.done = false;
 	ctl.final_counted = ctl.abandoned = false;
 	ctl.flush_requested = ctl.flush_completed = 0;
+	ctl.modules_kick = false;
 }
 
 static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 16])
@@ -399,11 +411,24 @@ static void *uploader_main(void *arg)
 	datadog_runtime_id_new(ctx.runtime_id);
 	uint64_t period = up_cfg->upload_period_ns;
 	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period;
+	/* This thread also runs the module registry's work (unwind tables of new
+	 * modules): when modules_service says it is due, or a dlopen kicks it. */
+	uint64_t modules_next = UINT64_MAX;
 	pthread_mutex_lock(ctl.lock);
 	for (;;) {
-		while (!ctl.stop && ctl.flush_requested == ctl.flush_completed &&
-		       clock_now_ns(CLOCK_MONOTONIC) < next) {
-			struct timespec ts = clock_ns_to_timespec(next);
+		while (!ctl.stop && ctl.flush_requested == ctl.flush_completed) {
+			uint64_t t = clock_now_ns(CLOCK_MONOTONIC);
+			if (t >= next)
+				break;
+			if (ctl.modules_kick || t >= modules_next) {
+				ctl.modules_kick = false;
+				pthread_mutex_unlock(ctl.lock);
+				modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
+				pthread_mutex_lock(ctl.lock);
+				continue;
+			}
+			struct timespec ts = clock_ns_to_timespec(next < modules_next ? next
+										: modules_next);
 			pthread_cond_timedwait(&ctl.cond, ctl.lock, &ts);
 		}
 		bool final = ctl.stop;

@@ -49,6 +49,11 @@ struct uploader_stats {
  * prepare takes, to the fork-local page (agent/fork_local.h). Idempotent. */
 void uploader_place_lock(void);
 
+/* The module registry's host (modules_set_host): wakes the uploader thread to run
+ * modules_service; returns whether that thread is running. Any thread, normal
+ * context. */
+bool uploader_modules_wake(void);
+
 /* Starts the thread. cfg and pp must outlive the uploader. 0 or negative errno. */
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
 

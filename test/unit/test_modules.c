@@ -8,6 +8,8 @@
  * (make tsan): a reader touching a freed map or table is a reported race.
  */
 #include <check.h>
+#include <errno.h>
+#include <time.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -154,6 +156,111 @@ START_TEST(publication_under_concurrent_readers)
 }
 END_TEST
 
+/* A host like the uploader thread: runs modules_service when woken or when due. */
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t host_cond = PTHREAD_COND_INITIALIZER;
+static bool host_kicked, host_stop, host_running;
+static atomic_uint host_services;
+
+static bool host_wake(void)
+{
+	pthread_mutex_lock(&host_lock);
+	host_kicked = true;
+	bool running = host_running;
+	pthread_cond_broadcast(&host_cond);
+	pthread_mutex_unlock(&host_lock);
+	return running;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void *host_main(void *arg)
+{
+	(void)arg;
+	uint64_t next = UINT64_MAX;
+	pthread_mutex_lock(&host_lock);
+	while (!host_stop) {
+		if (host_kicked || mono_ns() >= next) {
+			host_kicked = false;
+			pthread_mutex_unlock(&host_lock);
+			next = modules_service(mono_ns());
+			atomic_fetch_add(&host_services, 1);
+			pthread_mutex_lock(&host_lock);
+			continue;
+		}
+		/* Short waits: the test's own clock, not the service's, bounds it. */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&host_cond, &host_lock, &ts);
+	}
+	pthread_mutex_unlock(&host_lock);
+	return NULL;
+}
+
+static int no_thread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
+{
+	(void)t;
+	(void)a;
+	(void)fn;
+	(void)arg;
+	ck_abort_msg("hosted modules must not create a thread of their own");
+	return EAGAIN;
+}
+
+START_TEST(hosted_service_builds_tables_and_follows_dlopen)
+{
+	modules_init();
+	pthread_t host;
+	host_running = true;
+	pthread_create(&host, NULL, host_main, NULL);
+	modules_set_host(host_wake);
+	ck_assert_int_eq(modules_start(no_thread_create), 0);
+	/* The first scan, after the start delay, on the host's thread. */
+	ck_assert_int_eq(modules_wait_ready(5000000000ULL), 0);
+	unsigned slot;
+	const struct module_map *m = modules_enter(&slot);
+	const struct module_entry *e = module_map_find(m, (uintptr_t)&memcpy);
+	ck_assert(e && e->table);
+	modules_exit(slot);
+	/* A library loaded later is found after a notify, with no thread of our own. */
+	void *h = dlopen(churn_lib(), RTLD_NOW);
+	ck_assert_ptr_nonnull(h);
+	void *fn = dlsym(h, "churn_burn");
+	ck_assert_ptr_nonnull(fn);
+	modules_notify_load();
+	uint64_t give_up = mono_ns() + 5000000000ULL;
+	bool found = false;
+	while (!found && mono_ns() < give_up) {
+		m = modules_enter(&slot);
+		e = module_map_find(m, (uintptr_t)fn);
+		found = e && e->table;
+		modules_exit(slot);
+		if (!found)
+			usleep(1000);
+	}
+	ck_assert_msg(found, "the host never built the dlopen'd library's table");
+	ck_assert_uint_ge(atomic_load(&host_services), 2);
+	modules_stop();
+	pthread_mutex_lock(&host_lock);
+	host_stop = true;
+	pthread_cond_broadcast(&host_cond);
+	pthread_mutex_unlock(&host_lock);
+	pthread_join(host, NULL);
+	modules_set_host(NULL);
+	dlclose(h);
+}
+END_TEST
+
 static Suite *modules_suite(void)
 {
 	Suite *s = suite_create("modules");
@@ -162,6 +269,7 @@ static Suite *modules_suite(void)
 	tcase_add_test(tc, finds_executable_libc_and_vdso);
 	tcase_add_test(tc, unloaded_library_is_retired);
 	tcase_add_test(tc, publication_under_concurrent_readers);
+	tcase_add_test(tc, hosted_service_builds_tables_and_follows_dlopen);
 	suite_add_tcase(s, tc);
 	return s;
 }
