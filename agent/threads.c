@@ -219,12 +219,12 @@ static int start_tid(pid_t tid, bool self)
 	if (!find_live(tid)) {
 		struct thread_entry *e = add_locked(tid);
 		rc = e ? arm_locked(e) : -ENOMEM;
-		if (e && rc == 0 && self)
-			prctl(PR_GET_NAME, e->name); /* refreshed before each upload */
-		else if (e && rc == 0)
-			read_comm(tid, e->name);
-		else if (e)
+		/* A new thread's name is read later: before each upload and when it ends
+		 * (threads_exit_self), not here: one system call less per thread start. */
+		if (e && rc != 0)
 			n_entries--; /* e is the last entry: drop it */
+		else if (e && !self)
+			read_comm(tid, e->name);
 	}
 	pthread_mutex_unlock(registry_lock);
 	return rc;
