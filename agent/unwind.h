@@ -24,6 +24,10 @@
 /* "[incomplete]": outermost slot of a stack whose walk stopped before a root frame
  * (_start, clone3...) because a caller could not be recovered. */
 #define PC_INCOMPLETE ((uintptr_t)4)
+/* "[profiler]": the CPU time of the profiler's own thread (symbolizing, compressing,
+ * uploading, building unwind tables), added by the uploader so the profile accounts
+ * for all the CPU the process used, the profiler's cost included. */
+#define PC_PROFILER ((uintptr_t)5)
 #define PC_SYNTHETIC_MAX ((uintptr_t)0xfff)
 
 struct unwind_regs {

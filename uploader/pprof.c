@@ -112,6 +112,8 @@ static const char *synthetic_name(uintptr_t pc)
 		return "[dropped]";
 	case PC_INCOMPLETE:
 		return "[incomplete]";
+	case PC_PROFILER:
+		return "[profiler]";
 	default:
 		return "[unknown]";
 	}
@@ -359,6 +361,12 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	struct symbolizer_stats s0, s1;
 	symbolizer_get_stats(sym, &s0);
 	trie_foreach(&p->trie, visit_node, &b);
+	uint64_t own_ns = meta->take_profiler_cpu_ns ? meta->take_profiler_cpu_ns() : 0;
+	if (own_ns > 0) {
+		uintptr_t pc = PC_PROFILER;
+		uint64_t period = meta->period_ns ? meta->period_ns : 1;
+		add_sample(&b, &pc, 1, 0, (own_ns + period / 2) / period, own_ns);
+	}
 	uint64_t dropped = atomic_load_explicit(&p->dropped_samples, memory_order_relaxed);
 	if (dropped) {
 		uintptr_t pc = PC_DROPPED;

@@ -30,6 +30,9 @@ struct pprof_meta {
 	/* Free-form comments stored in the profile (e.g. "service:web"); not owned. */
 	const char *comments[PPROF_COMMENTS_MAX];
 	size_t ncomments;
+	/* When set: called once the stacks are symbolized (the costly part), returns the
+	 * profiler's CPU time not yet in a profile, added as one "[profiler]" sample. */
+	uint64_t (*take_profiler_cpu_ns)(void);
 };
 
 struct pprof_stats {

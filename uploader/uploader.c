@@ -133,6 +133,21 @@ void uploader_place_lock(void)
 	}
 }
 
+/* CPU time of the uploader thread already put in a profile as "[profiler]". */
+static uint64_t profiler_cpu_accounted;
+
+/* Uploader thread: its CPU time since the last call (PC_PROFILER in agent/unwind.h). */
+static uint64_t take_profiler_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	uint64_t d = now > profiler_cpu_accounted ? now - profiler_cpu_accounted : 0;
+	profiler_cpu_accounted = now;
+	return d;
+}
+
 static void control_init(void)
 {
 	pthread_mutex_init(ctl.lock, NULL);
@@ -340,7 +355,8 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		struct pprof_meta meta = {.start_ns = p->start_ns,
 					  .end_ns = now,
 					  .period_ns = sampler_period_ns(),
-					  .pid = getpid()};
+					  .pid = getpid(),
+					  .take_profiler_cpu_ns = take_profiler_cpu_ns};
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(&meta, comment_buf);
 		symbolizer_refresh(ctx->sym);
@@ -626,6 +642,7 @@ void uploader_atfork_child(void)
 	 * its waiters live in the parent. */
 	control_init();
 	export_seq = 0;
+	profiler_cpu_accounted = 0; /* the child's thread is a new one */
 	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
 		atomic_store_explicit(counters[i], 0, memory_order_relaxed);

@@ -78,6 +78,21 @@ def go_pprof_top(path):
     return r.stdout.decode()
 
 
+PROFILER_FRAME = "[profiler]"
+
+
+def profiler_ns(profs, ti):
+    """cpu-time of the profiler's own thread ("[profiler]" samples)."""
+    return sum(p["functions"].get(PROFILER_FRAME, {"self": [0, 0]})["self"][ti] for p in profs)
+
+
+def app_total(profs, ti):
+    """cpu-time of the application's samples: all but "[profiler]". Workloads report
+    their own CPU before they exit, so it leaves out the exit flush that profiles the
+    profiler."""
+    return sum(p["totals"][ti] for p in profs) - profiler_ns(profs, ti)
+
+
 def value_index(prof, name):
     for i, (t, _u) in enumerate(prof["sample_types"]):
         if t == name:

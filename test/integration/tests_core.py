@@ -2,7 +2,7 @@
 import os
 import re
 
-from itest import (LIB, WORKLOADS, check, dump, go_pprof_top,
+from itest import (LIB, WORKLOADS, app_total, check, dump, go_pprof_top,
                    profile_files, run_profiled, value_index)
 
 
@@ -22,7 +22,7 @@ def cpu_accuracy(ctx, hz):
         check(mode == 0o600, "%s has mode %o, expected 600" % (f, mode))
     profs = dump(files)
     ti = value_index(profs[0], "cpu-time")
-    total_ns = sum(p["totals"][ti] for p in profs)
+    total_ns = app_total(profs, ti)
     ratio = total_ns / 1e9 / cpu
     check(abs(ratio - 1) <= 0.05,
           "profile cpu-time %.3f s vs kernel CPU %.3f s: ratio %.3f, expected within 5%%"
@@ -85,7 +85,7 @@ def test_periodic_uploads_lose_nothing_across_swaps(ctx):
     check(seqs == list(range(len(files))), "sequence numbers not 0..n-1: %s" % seqs)
     profs = dump(files)
     ti = value_index(profs[0], "cpu-time")
-    total = sum(p["totals"][ti] for p in profs) / 1e9
+    total = app_total(profs, ti) / 1e9
     check(abs(total / cpu - 1) <= 0.05, "cpu-time %.3f s vs kernel %.3f s" % (total, cpu))
     spans = sorted((p["time_nanos"], p["time_nanos"] + p["duration_nanos"]) for p in profs)
     for (s0, e0), (s1, _e1) in zip(spans, spans[1:]):

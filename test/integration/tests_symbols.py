@@ -5,7 +5,7 @@ import re
 import subprocess
 import tempfile
 
-from itest import (ROOT, WORKLOADS, check, dump, go_pprof_top, profile_files,
+from itest import (ROOT, WORKLOADS, app_total, check, dump, go_pprof_top, profile_files,
                    run_profiled, value_index)
 
 INLINE_SRC = os.path.join(ROOT, "test", "workloads", "inline_hot.c")
@@ -58,7 +58,7 @@ def test_symbols_inlined_function_is_its_own_frame_with_file_and_line(ctx):
     spin, call = marked_line(INLINE_SRC, "spin"), marked_line(INLINE_SRC, "call")
     profs = dump(files, stacks=True)
     ti = value_index(profs[0], "cpu-time")
-    total = sum(p["totals"][ti] for p in profs)
+    total = app_total(profs, ti)
     check(total > 0, "no cpu-time in the profiles")
     inlined = 0
     seen = {}

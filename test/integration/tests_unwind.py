@@ -7,7 +7,7 @@ Stacks the unwinder could not finish end in "[incomplete]" and do not count as r
 import os
 import re
 
-from itest import WORKLOADS, check, dump, go_pprof_top, profile_files, run_profiled, value_index
+from itest import PROFILER_FRAME, WORKLOADS, check, dump, go_pprof_top, profile_files, run_profiled, value_index
 
 ROOTS = {"_start", "__libc_start_main", "clone", "clone3", "start_thread"}
 PYTHON = "/usr/bin/python3"
@@ -50,6 +50,8 @@ def stack_shares(profs, needles=()):
         for st in p["stacks"]:
             v = st["values"][ti]
             fr = st["frames"]
+            if fr == [PROFILER_FRAME]:
+                continue  # the profiler's own CPU: not the application's stacks
             total += v
             last = fr[-1] if fr else ""
             outer[last] = outer.get(last, 0) + v
@@ -84,6 +86,13 @@ def test_python_stacks_are_rooted_and_show_the_interpreter(ctx):
     eval_share = 100.0 * found["_PyEval_EvalFrameDefault"] / total
     check(eval_share >= 90.0, "only %.1f%% of cpu-time has _PyEval_EvalFrameDefault"
           % eval_share)
+    # The profiler's own CPU (symbolizing python3 and libc at exit) is in the profile,
+    # as one "[profiler]" frame: there, and small next to the application's.
+    ti = value_index(profs[0], "cpu-time")
+    own = sum(st["values"][ti] for p in profs for st in p["stacks"]
+              if st["frames"] == [PROFILER_FRAME])
+    check(0 < own < 0.1 * total, "[profiler] holds %.3f s next to %.2f s of the application"
+          % (own / 1e9, total / 1e9))
     m = re.search(r"diag tables (\d+) bytes (\d+) build_ns (\d+) unwound (\d+) "
                   r"incomplete (\d+)", stdout)
     check(m, "no diagnostics line in %r" % stdout)

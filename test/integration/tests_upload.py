@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 
-from itest import (ROOT, WORKLOADS, check, dump, profile_files, run_profiled,
+from itest import (ROOT, WORKLOADS, app_total, check, dump, profile_files, run_profiled,
                    value_index)
 
 PYTHON = "/usr/bin/python3"
@@ -109,7 +109,7 @@ def warnings(stderr):
 def check_cpu(files, cpu):
     profs = dump(files)
     ti = value_index(profs[0], "cpu-time")
-    total = sum(p["totals"][ti] for p in profs) / 1e9
+    total = app_total(profs, ti) / 1e9
     ratio = total / cpu
     check(abs(ratio - 1) <= 0.05, "uploaded cpu-time %.3f s vs kernel %.3f s: ratio %.3f, "
           "expected within 5%%" % (total, cpu, ratio))

@@ -148,7 +148,11 @@ START_TEST(publication_under_concurrent_readers)
 	struct modules_stats after;
 	modules_get_stats(&after);
 	ck_assert_uint_ge(after.publications - before.publications, 2 * PUBLISH_ROUNDS);
-	ck_assert_uint_eq(after.leaked, 0);
+	/* A grace wait gives up after 200 ms and leaks (counted) rather than block: on a
+	 * 2-vCPU VM a reader preempted inside its slot, or the whole VM paused, can cause
+	 * a rare one. A reader that never leaves its slot would leak at every publication:
+	 * allow 2%, no more. */
+	ck_assert_uint_le(after.leaked, (after.publications - before.publications) / 50);
 	ck_assert_uint_gt(atomic_load(&lookups), 1000);
 	ck_assert_uint_gt(atomic_load(&hits), 1000);
 	fprintf(stderr, "test_modules: %d publications, %llu lookups by %d readers\n",
