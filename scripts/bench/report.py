@@ -211,21 +211,20 @@ def accuracy_section(acc):
     by = {(r["profiler"], r["hz"], r["threads"]): r for r in rows}
     threads = sorted({r["threads"] for r in rows})
     out = ["## Accuracy", "",
-           "Profile CPU-time total / the kernel's CPU time of the process "
-           "(`test/workloads/cpu_split`: every thread burns %.2g s of CPU, then the process "
-           "reads its getrusage). libddprof: sum of `cpu-time` over its profiles "
+           "Profile CPU-time total / the kernel's CPU time of the whole process, from "
+           "wait4 (`test/workloads/cpu_split`: every thread burns %.2g s of CPU; start-up "
+           "and exit included, so the profiler's own work too). libddprof: sum of "
+           "`cpu-time` over its profiles, whose `[profiler]` frame holds the CPU of its own "
+           "thread (symbolizing, compressing, uploading, unwind tables) "
            "(`build/pprof-dump --json`); gperftools: its sample count x its period (read "
            "from its profile file). Median of %d runs. Target (libddprof): within 2%% in "
            "every case. gperftools uses one process-wide ITIMER_PROF, whose signals the "
            "kernel coalesces above its tick rate." % (acc["cpu_seconds_per_thread"],
                                                       acc["reps"]), "",
-           "Where the gap comes from: the kernel's figure includes the profiler's own "
-           "threads (libddprof does not profile them, by design: e.g. building unwind "
-           "tables), a fixed cost per process that weighs most with 1 thread. The second "
-           "table runs `scripts/bench/fixed_work.c` (the same CPU per thread, one run) and "
-           "divides the same profile total by the process's CPU (`/process`) and by the "
-           "working threads' own CPU clocks (`/threads`): what remains in `/threads` is "
-           "lost on the application's threads themselves.", "",
+           "The second table runs `scripts/bench/fixed_work.c` (the same CPU per thread, "
+           "one run) and divides the same profile total by the process's CPU (`/process`, "
+           "wait4) and by the working threads' own CPU clocks (`/threads`, which leave out "
+           "the profiler's thread and the exit: above 1 by its share).", "",
            "| threads | libddprof 99 Hz | gperftools 99 Hz | libddprof 1 kHz | "
            "gperftools 1 kHz | target |", "|---|---|---|---|---|---|"]
 
