@@ -201,8 +201,10 @@ int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 		memset(secs, 0, sizeof(secs));
 		for (int slot = 0; slot < 2; slot++) {
 			struct elf_section sec;
-			/* A compressed .debug_frame is not inflated: skipped, as before. */
-			if (!elf_image_section(&im, names[slot], SHT_PROGBITS, &sec) ||
+			/* A compressed .debug_frame is not inflated: skipped, as before. lld
+			 * types .eh_frame SHT_X86_64_UNWIND, GNU ld SHT_PROGBITS: any type. */
+			if (!elf_image_section(&im, names[slot], slot == 0 ? 0 : SHT_PROGBITS,
+					       &sec) ||
 			    sec.len == 0 || (sec.flags & SHF_COMPRESSED))
 				continue;
 			secs[slot].data = sec.data;

@@ -206,26 +206,38 @@ int http_plain_fd(const struct http_plain *t)
 
 short http_plain_events(const struct http_plain *t)
 {
-	return t->phase == PH_RECEIVING ? POLLIN : POLLOUT;
+	/* While sending, an early answer (413 before the body is read) counts too. */
+	return t->phase == PH_RECEIVING ? POLLIN
+	       : t->phase == PH_SENDING ? (short)(POLLOUT | POLLIN)
+					: POLLOUT;
 }
 
-/* A complete status line in the response buffer: parses it. */
+/* A complete final status line in the response buffer: parses it. Interim 1xx
+ * responses (100 Continue...) are skipped, up to their blank line. */
 static bool parse_status(struct http_plain *t)
 {
-	char *eol = strstr(t->resp, "\r\n");
-	if (!eol)
-		eol = memchr(t->resp, '\n', t->resp_len);
-	if (!eol)
-		return false;
-	int major = 0, minor = 0, status = 0;
-	if (sscanf(t->resp, "HTTP/%d.%d %3d", &major, &minor, &status) == 3 && major == 1 &&
-	    status >= 100 && status <= 999) {
-		t->status = status;
-		t->code = CURLE_OK;
-	} else {
-		t->code = CURLE_WEIRD_SERVER_REPLY;
+	for (;;) {
+		char *eol = memchr(t->resp, '\n', t->resp_len);
+		if (!eol)
+			return false;
+		int major = 0, minor = 0, status = 0;
+		if (sscanf(t->resp, "HTTP/%d.%d %3d", &major, &minor, &status) != 3 ||
+		    major != 1 || status < 100 || status > 999) {
+			t->code = CURLE_WEIRD_SERVER_REPLY;
+			return true;
+		}
+		if (status >= 200) {
+			t->status = status;
+			t->code = CURLE_OK;
+			return true;
+		}
+		char *end = strstr(t->resp, "\r\n\r\n");
+		if (!end)
+			return false; /* the rest of the interim response is still to come */
+		size_t skip = (size_t)(end + 4 - t->resp);
+		memmove(t->resp, t->resp + skip, t->resp_len - skip + 1);
+		t->resp_len -= skip;
 	}
-	return true;
 }
 
 static bool step_send(struct http_plain *t, char *detail, size_t detail_len)
@@ -313,8 +325,14 @@ bool http_plain_step(struct http_plain *t, uint64_t now_ns, char *detail, size_t
 		}
 		t->phase = PH_SENDING;
 	}
-	if (t->phase == PH_SENDING && step_send(t, detail, detail_len))
-		return true;
+	if (t->phase == PH_SENDING) {
+		/* Data to read before the request is sent: the server answered early. */
+		struct pollfd p = {.fd = t->fd, .events = POLLIN};
+		if (poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+			t->phase = PH_RECEIVING;
+		else if (step_send(t, detail, detail_len))
+			return true;
+	}
 	if (t->phase == PH_RECEIVING)
 		return step_receive(t, detail, detail_len);
 	return false;

@@ -32,6 +32,13 @@
 
 enum job_state { JOB_WAITING, JOB_RUNNING, JOB_DONE };
 
+static void (*idle_fn)(void);
+
+void http_send_set_idle(void (*idle)(void))
+{
+	idle_fn = idle;
+}
+
 struct http_client {
 	const struct curl_api *curl; /* NULL until the first https:// request */
 	CURLM *multi;
@@ -416,6 +423,8 @@ void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint6
 								   http_plain_events(&c->plain[i]), 0};
 			}
 		}
+		if (idle_fn)
+			idle_fn();
 		if (finished)
 			continue;
 		uint64_t ms = wake > now ? (wake - now) / NS_PER_MS : 0;

@@ -111,4 +111,9 @@ void http_client_free(struct http_client *c);
 void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint64_t deadline_ns,
 		   const _Atomic uint64_t *abort_ns, bool single_attempt);
 
+/* Called by http_send_all at every turn of its wait loop (at most POLL_SLICE_MS apart):
+ * the uploader thread's other work (the module registry's) keeps running while a
+ * request waits on the network. NULL: none. Set once, before any request. */
+void http_send_set_idle(void (*idle)(void));
+
 #endif

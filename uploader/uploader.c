@@ -17,7 +17,6 @@
 #include "uploader.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -367,10 +366,12 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		if (ctx->forks_seen != ctx->forks_released) {
 			/* The process forks: every fork copies the page tables of our memory
 			 * (and a child may copy pages), so the libdw sessions' DWARF data,
-			 * often several MiB, is given back until the next miss needs it. */
+			 * often several MiB, is given back until the next miss needs it (its
+			 * big buffers are mmap'd chunks, unmapped when freed). No malloc_trim:
+			 * it walks and locks every arena of the application (~100 ms on a
+			 * fragmented 1 GiB heap, measured), stalling its allocations. */
 			ctx->forks_released = ctx->forks_seen;
 			symbolizer_release_dwarf(ctx->sym);
-			malloc_trim(0);
 		}
 		atomic_store_explicit(&st_serialize_ns, clock_now_ns(CLOCK_MONOTONIC) - t0,
 				      memory_order_relaxed);
@@ -411,6 +412,24 @@ static uint64_t period_deadline(uint64_t next, uint64_t period)
 	return next - period / PERIOD_MARGIN_DIVISOR;
 }
 
+/* Uploader thread: when modules_service next has work (CLOCK_MONOTONIC). */
+static uint64_t modules_next = UINT64_MAX;
+
+/* Uploader thread, while an upload waits on the network: the module work that is due,
+ * so a library loaded meanwhile gets its unwind table without waiting for the upload
+ * to end. Not at exit (ctl.stop): the exit flush must not wait for it. */
+static void service_modules_while_busy(void)
+{
+	pthread_mutex_lock(ctl.lock);
+	bool kicked = ctl.modules_kick && !ctl.stop;
+	bool stopping = ctl.stop;
+	if (kicked)
+		ctl.modules_kick = false;
+	pthread_mutex_unlock(ctl.lock);
+	if (!stopping && (kicked || clock_now_ns(CLOCK_MONOTONIC) >= modules_next))
+		modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
+}
+
 static void *uploader_main(void *arg)
 {
 	(void)arg;
@@ -428,8 +447,10 @@ static void *uploader_main(void *arg)
 	uint64_t period = up_cfg->upload_period_ns;
 	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period;
 	/* This thread also runs the module registry's work (unwind tables of new
-	 * modules): when modules_service says it is due, or a dlopen kicks it. */
-	uint64_t modules_next = UINT64_MAX;
+	 * modules): when modules_service says it is due, or a dlopen kicks it; during an
+	 * upload's network waits too (service_modules_while_busy). */
+	modules_next = UINT64_MAX;
+	http_send_set_idle(service_modules_while_busy);
 	pthread_mutex_lock(ctl.lock);
 	for (;;) {
 		while (!ctl.stop && ctl.flush_requested == ctl.flush_completed) {

@@ -159,3 +159,36 @@ def test_dlopen_dlclose_churn(ctx):
           % (100.0 * named / max(total, 1)))
     return "rounds=%s cpu=%.2fs churn=%.1f%% rooted=%.1f%%" % (
         m.group(1), cpu, 100.0 * named / total, 100.0 * rooted / total)
+
+
+def test_dlopen_while_an_upload_hangs_still_gets_tables(ctx):
+    """The unwind tables are built on the uploader thread: a library first loaded while
+    an upload waits on a silent intake (30 s delay) must get its table without waiting
+    for that upload to give up. 3 s periods: the first upload starts at 3 s and hangs
+    until its deadline near 6 s; the library is loaded at 3.5 s and churned until 6 s."""
+    from tests_upload import Intake
+    out = os.path.join(ctx.dir, "out")
+    lib = os.path.join(WORKLOADS, "libchurn.so")
+    with Intake(ctx, "hanging", "--delay", "30") as intake:
+        rc, stdout, stderr, cpu, wall = run_profiled(
+            [os.path.join(WORKLOADS, "dlopen_churn"), lib, "2.4", "3.5"],
+            {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+             "DD_TRACE_AGENT_URL": intake.url, "DD_PROFILING_UPLOAD_PERIOD": "3",
+             "DD_PROFILING_EXIT_FLUSH_TIMEOUT": "0.5"})
+    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
+    profs = dump(profile_files(out), stacks=True)
+    ti = value_index(profs[0], "cpu-time")
+    lib_total = lib_rooted = 0
+    for p in profs:
+        for st in p["stacks"]:
+            if "churn_burn" in st["frames"]:
+                lib_total += st["values"][ti]
+                lib_rooted += st["values"][ti] if st["frames"][-1] in ROOTS else 0
+    check(lib_total > 0.5e9, "churn_burn has only %.2f s of cpu-time" % (lib_total / 1e9))
+    share = 100.0 * lib_rooted / lib_total
+    # libchurn.so has no frame pointers: without its table a sample in it ends in
+    # [incomplete]. Had the table waited for the hanging upload, most would.
+    check(share >= 60.0, "only %.1f%% of the library's samples rooted while an upload hung"
+          % share)
+    return "library samples rooted %.1f%% (%.2f s), wall %.2f s" % (
+        share, lib_total / 1e9, wall)

@@ -322,6 +322,23 @@ START_TEST(matches_readelf_self)
 }
 END_TEST
 
+/* lld types .eh_frame SHT_X86_64_UNWIND (GNU ld: SHT_PROGBITS): libLLVM is linked by
+ * lld on Debian, and clang (for the TSan build) brings it. */
+START_TEST(eh_frame_of_type_x86_64_unwind)
+{
+	const char *lib = "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1";
+	if (access(lib, R_OK) != 0) {
+		fprintf(stderr, "test_cfi_table: %s missing: X86_64_UNWIND not checked\n", lib);
+		return;
+	}
+	struct cfi_table t;
+	ck_assert_int_eq(cfi_table_build_elf(lib, NULL, 0, &t), 0);
+	ck_assert_uint_gt(t.fdes, 10000);
+	ck_assert_uint_gt(t.nrows, 100000);
+	cfi_table_free(&t);
+}
+END_TEST
+
 /* A shared object compiled without unwind tables has only .debug_frame for its code. */
 START_TEST(debug_frame_only_module)
 {
@@ -538,6 +555,7 @@ static Suite *cfi_suite(void)
 	tcase_add_test(tc, matches_readelf_python);
 	tcase_add_test(tc, matches_readelf_self);
 	tcase_add_test(tc, debug_frame_only_module);
+	tcase_add_test(tc, eh_frame_of_type_x86_64_unwind);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -4,8 +4,9 @@
  * URL parsing (hosts, v6 literals, ports, what is refused), then real requests against
  * a small server thread on 127.0.0.1 and on a unix socket: the exact bytes it receives
  * (request line, Host, Content-Length, the caller's headers, the body), the status it
- * answers, a refused connection, an answer (413) sent before the body was read, and a
- * server that never answers (the timeout).
+ * answers, a refused connection, an answer (413) sent before the body was read (with
+ * the connection closed, and kept open), interim 1xx responses, and a server that never
+ * answers (the timeout).
  */
 #include "uploader/http_plain.h"
 
@@ -71,6 +72,7 @@ struct server {
 	int listen_fd;
 	const char *answer; /* sent after reading; NULL: never answer */
 	bool answer_first;  /* answer and close before reading the request */
+	bool keep_open;	    /* with answer_first: answer, then neither read nor close */
 	char got[1 << 16];
 	size_t got_len;
 };
@@ -83,6 +85,8 @@ static void *serve(void *arg)
 		return NULL;
 	if (s->answer_first) {
 		(void)!write(fd, s->answer, strlen(s->answer));
+		if (s->keep_open)
+			sleep(2); /* the client must not wait for this */
 		close(fd);
 		return NULL;
 	}
@@ -253,6 +257,60 @@ START_TEST(test_an_early_413_is_read_although_the_body_was_not)
 }
 END_TEST
 
+START_TEST(test_interim_1xx_responses_are_skipped)
+{
+	int port;
+	struct server s = {.listen_fd = tcp_listener(&port),
+			   .answer = "HTTP/1.1 100 Continue\r\n\r\n"
+				     "HTTP/1.1 102 Processing\r\nX: y\r\n\r\n"
+				     "HTTP/1.1 202 Accepted\r\n\r\n"};
+	pthread_t th;
+	pthread_create(&th, NULL, serve, &s);
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
+	struct http_request req = {.url = url, .body = body, .body_len = sizeof(body) - 1};
+	struct http_plain t;
+	char detail[256] = "";
+	ck_assert(http_plain_start(&t, &req, "ua", 2000000000ULL, detail, sizeof(detail)));
+	run(&t, detail, sizeof(detail));
+	pthread_join(th, NULL);
+	ck_assert_int_eq(t.code, CURLE_OK);
+	ck_assert_int_eq(t.status, 202);
+	http_plain_close(&t);
+	close(s.listen_fd);
+}
+END_TEST
+
+START_TEST(test_an_early_answer_on_an_open_connection_is_read_at_once)
+{
+	int port;
+	struct server s = {.listen_fd = tcp_listener(&port),
+			   .answer = "HTTP/1.1 413 Payload Too Large\r\n\r\n",
+			   .answer_first = true,
+			   .keep_open = true};
+	pthread_t th;
+	pthread_create(&th, NULL, serve, &s);
+	size_t big_len = 32u << 20; /* more than the socket buffers take */
+	uint8_t *big = calloc(1, big_len);
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
+	struct http_request req = {.url = url, .body = big, .body_len = big_len};
+	struct http_plain t;
+	char detail[256] = "";
+	uint64_t t0 = now_ns();
+	ck_assert(http_plain_start(&t, &req, "ua", 5000000000ULL, detail, sizeof(detail)));
+	run(&t, detail, sizeof(detail));
+	/* The 413, well before the 5 s timeout and the server's 2 s. */
+	ck_assert_int_eq(t.code, CURLE_OK);
+	ck_assert_int_eq(t.status, 413);
+	ck_assert_uint_lt(now_ns() - t0, 1500000000ULL);
+	http_plain_close(&t);
+	pthread_join(th, NULL);
+	free(big);
+	close(s.listen_fd);
+}
+END_TEST
+
 START_TEST(test_a_silent_server_times_out)
 {
 	int port;
@@ -288,6 +346,8 @@ static Suite *http_plain_suite(void)
 	tcase_add_test(tc, test_a_refused_connection_is_a_connect_error);
 	tcase_add_test(tc, test_an_early_413_is_read_although_the_body_was_not);
 	tcase_add_test(tc, test_a_silent_server_times_out);
+	tcase_add_test(tc, test_interim_1xx_responses_are_skipped);
+	tcase_add_test(tc, test_an_early_answer_on_an_open_connection_is_read_at_once);
 	suite_add_tcase(s, tc);
 	return s;
 }

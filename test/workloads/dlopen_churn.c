@@ -1,7 +1,8 @@
 /*
  * dlopen_churn.c - loads a library, burns CPU in it, unloads it; over and over.
  *
- * usage: dlopen_churn LIBRARY SECONDS
+ * usage: dlopen_churn LIBRARY SECONDS [WARMUP]
+ * WARMUP: seconds of CPU burned in main first (the library is loaded only after).
  * Each round: dlopen(LIBRARY), call its churn_burn() for ~1 ms of CPU, dlclose. Runs
  * until SECONDS of wall time have passed, then prints "rounds N cpu_seconds X".
  * The profiler must survive code being unmapped under it and still name churn_burn.
@@ -23,9 +24,15 @@ int main(int argc, char **argv)
 {
 	if (argc < 3)
 		return 2;
-	double end = now(CLOCK_MONOTONIC) + atof(argv[2]);
 	long rounds = 0;
 	unsigned long sink = 0;
+	if (argc > 3) {
+		double warm_end = now(CLOCK_MONOTONIC) + atof(argv[3]);
+		while (now(CLOCK_MONOTONIC) < warm_end)
+			for (int i = 0; i < 100000; i++)
+				sink = sink * 6364136223846793005UL + 1;
+	}
+	double end = now(CLOCK_MONOTONIC) + atof(argv[2]);
 	while (now(CLOCK_MONOTONIC) < end) {
 		void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 		if (!h) {
