@@ -27,6 +27,8 @@
 
 enum phase { PH_CONNECTING, PH_SENDING, PH_RECEIVING, PH_DONE };
 
+static void release_addrs(struct http_plain *t, bool none_answered);
+
 bool http_plain_handles(const char *url)
 {
 	return url && strncasecmp(url, "http://", 7) == 0;
@@ -155,7 +157,84 @@ static bool connect_next(struct http_plain *t, const struct http_request *req, c
 		last_err = errno;
 		close(fd);
 	}
+	release_addrs(t, true); /* none answered: look the name up again next time */
 	return !fail(t, CURLE_COULDNT_CONNECT, detail, detail_len, "connect", last_err);
+}
+
+/*
+ * Name cache: a few (host, port) -> address list entries, each reused for
+ * RESOLVE_TTL_NS. A request borrows its entry's list (users counts them); a stale entry
+ * still in use is not replaced, the request then gets a list of its own. An entry whose
+ * addresses all failed to connect is made stale at once. Uploader thread only.
+ */
+#define RESOLVE_TTL_NS (60ULL * 1000000000ULL)
+#define RESOLVE_SLOTS 4
+
+struct resolved {
+	char host[256];
+	char port[8];
+	struct addrinfo *list; /* NULL: free slot */
+	uint64_t at_ns;	       /* CLOCK_MONOTONIC of the lookup; 0: stale */
+	unsigned users;
+};
+static struct resolved name_cache[RESOLVE_SLOTS];
+
+static int lookup(const char *host, const char *port, struct addrinfo **out, int *slot,
+		  uint64_t now)
+{
+	*slot = -1;
+	int free_slot = -1;
+	for (int i = 0; i < RESOLVE_SLOTS; i++) {
+		struct resolved *r = &name_cache[i];
+		if (!r->list) {
+			free_slot = free_slot < 0 ? i : free_slot;
+			continue;
+		}
+		if (strcmp(r->host, host) || strcmp(r->port, port))
+			continue;
+		if (r->at_ns && now - r->at_ns < RESOLVE_TTL_NS) {
+			r->users++;
+			*slot = i;
+			*out = r->list;
+			return 0;
+		}
+		if (r->users == 0) { /* stale and unused: look it up again in place */
+			freeaddrinfo(r->list);
+			r->list = NULL;
+			free_slot = i;
+		}
+		break;
+	}
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
+	int rc = getaddrinfo(host, port, &hints, out);
+	if (rc != 0)
+		return rc;
+	if (free_slot >= 0 && strlen(host) < sizeof(name_cache[0].host)) {
+		struct resolved *r = &name_cache[free_slot];
+		snprintf(r->host, sizeof(r->host), "%s", host);
+		snprintf(r->port, sizeof(r->port), "%s", port);
+		r->list = *out;
+		r->at_ns = now ? now : 1;
+		r->users = 1;
+		*slot = free_slot;
+	}
+	return 0;
+}
+
+/* Gives the request's addresses back; stale when none of them answered. */
+static void release_addrs(struct http_plain *t, bool none_answered)
+{
+	if (t->cache_slot >= 0) {
+		struct resolved *r = &name_cache[t->cache_slot];
+		if (r->users > 0)
+			r->users--;
+		if (none_answered)
+			r->at_ns = 0;
+	} else if (t->addrs) {
+		freeaddrinfo(t->addrs);
+	}
+	t->cache_slot = -1;
+	t->addrs = t->next_addr = NULL;
 }
 
 bool http_plain_start(struct http_plain *t, const struct http_request *req,
@@ -164,6 +243,7 @@ bool http_plain_start(struct http_plain *t, const struct http_request *req,
 {
 	memset(t, 0, sizeof(*t));
 	t->fd = -1;
+	t->cache_slot = -1;
 	char host[256], port[8];
 	const char *path;
 	if (http_plain_parse_url(req->url, host, sizeof(host), port, sizeof(port), &path) < 0) {
@@ -182,9 +262,9 @@ bool http_plain_start(struct http_plain *t, const struct http_request *req,
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	t->expires_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec + timeout_ns;
 	if (!req->unix_socket) {
-		struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
 		struct addrinfo *res = NULL;
-		int rc = getaddrinfo(host, port, &hints, &res);
+		int rc = lookup(host, port, &res, &t->cache_slot,
+				t->expires_ns - timeout_ns /* now */);
 		if (rc != 0) {
 			fail(t, CURLE_COULDNT_RESOLVE_HOST, detail, detail_len, gai_strerror(rc),
 			     0);
@@ -321,6 +401,7 @@ bool http_plain_step(struct http_plain *t, uint64_t now_ns, char *detail, size_t
 			t->fd = -1;
 			if (t->next_addr && connect_next(t, NULL, detail, detail_len))
 				return false;
+			release_addrs(t, true);
 			return fail(t, CURLE_COULDNT_CONNECT, detail, detail_len, "connect", err);
 		}
 		t->phase = PH_SENDING;
@@ -345,8 +426,6 @@ void http_plain_close(struct http_plain *t)
 	t->fd = -1;
 	free(t->head);
 	t->head = NULL;
-	if (t->addrs)
-		freeaddrinfo(t->addrs);
-	t->addrs = t->next_addr = NULL;
+	release_addrs(t, false);
 	t->phase = PH_DONE;
 }

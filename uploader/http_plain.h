@@ -14,7 +14,9 @@
  * with a known Content-Length and "Connection: close" is small enough to own.
  * Non-blocking: the caller polls http_plain_fd for http_plain_events and calls
  * http_plain_step, so several requests run side by side and deadlines are kept.
- * Name resolution (getaddrinfo) blocks; IP literals and /etc/hosts names answer at
+ * Name resolution (getaddrinfo) blocks, so its answers are cached for a minute (and
+ * dropped when no address answers): the uploader thread also builds unwind tables and
+ * should not wait on DNS at every request. IP literals and /etc/hosts names answer at
  * once. Context: the uploader thread only.
  */
 #ifndef DDPROF_UPLOADER_HTTP_PLAIN_H
@@ -41,6 +43,7 @@ struct http_plain {
 	size_t resp_len;
 	void *addrs;	  /* getaddrinfo list, tried in order (TCP) */
 	void *next_addr;  /* the next one to try */
+	int cache_slot;	  /* addrs borrowed from the name cache (-1: owned, or none) */
 	/* Out, when http_plain_step has returned true: */
 	int code;	  /* a CURLcode: CURLE_OK when a status line was read */
 	long status;	  /* HTTP status, 0 if none */
