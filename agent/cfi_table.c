@@ -11,10 +11,12 @@
 #include "cfi_table.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <elf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "agent/cfi_parse.h"
@@ -107,6 +109,36 @@ static void finish_rows(struct row_buf *b)
 	cfi_rows_add_chunk(b, 0); /* now one sorted run: later sections add their FDEs to it */
 }
 
+/*
+ * A finished table never changes, so big ones move to a MAP_SHARED mapping: fork then
+ * copies no page-table entries for them (shared mappings are not copied; a child maps
+ * the pages it reads on first touch), where malloc'd tables cost every fork a copy of
+ * their page tables (python3's tables are ~1.3 MiB). Small tables stay in malloc'd
+ * memory: a mapping per table would cost fork more than it saves.
+ */
+#define CFI_SHARED_MIN (64 * 1024)
+
+static void move_to_shared(struct cfi_table *t)
+{
+	size_t rows = t->nrows * sizeof(*t->rows), pages = t->npages * sizeof(*t->page);
+	if (rows + pages < CFI_SHARED_MIN)
+		return;
+	size_t len = (rows + pages + 4095) & ~(size_t)4095;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return; /* keep the malloc'd copy */
+	memcpy(m, t->rows, rows);
+	bool indexed = t->page != NULL;
+	if (indexed)
+		memcpy((uint8_t *)m + rows, t->page, pages);
+	mprotect(m, len, PROT_READ); /* immutable from now on */
+	free(t->rows);
+	free(t->page);
+	t->rows = m;
+	t->page = indexed ? (uint32_t *)((uint8_t *)m + rows) : NULL;
+	t->shared_len = len;
+}
+
 static void build_page_index(struct cfi_table *t)
 {
 	uint32_t npages = (t->rows[t->nrows - 1].pc >> CFI_PAGE_SHIFT) + 1;
@@ -167,6 +199,7 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 	out->rows = exact ? exact : b.rows;
 	out->nrows = b.n;
 	build_page_index(out); /* without it (ENOMEM) lookups search every row */
+	move_to_shared(out);
 	out->fdes = used;
 	out->fdes_skipped = skipped;
 	out->rows_unsupported = b.unsupported;
@@ -175,8 +208,12 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 
 void cfi_table_free(struct cfi_table *t)
 {
-	free(t->rows);
-	free(t->page);
+	if (t->shared_len) {
+		munmap(t->rows, t->shared_len);
+	} else {
+		free(t->rows);
+		free(t->page);
+	}
 	memset(t, 0, sizeof(*t));
 }
 

@@ -57,6 +57,9 @@ struct cfi_table {
 	uint32_t fdes;		   /* FDEs turned into rows */
 	uint32_t fdes_skipped;	   /* malformed, unsupported encoding, out of range */
 	uint32_t rows_unsupported; /* rows with a rule we cannot evaluate */
+	/* Tables of CFI_SHARED_MIN bytes or more live in one MAP_SHARED mapping of this
+	 * length (rows, then page), 0 when malloc'd: see cfi_table.c. */
+	size_t shared_len;
 };
 
 #define CFI_PAGE_SHIFT 12
