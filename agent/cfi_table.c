@@ -224,33 +224,26 @@ int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 {
 	memset(out, 0, sizeof(*out));
 	struct elf_image im;
-	if (image) {
-		elf_image_memory(&im, image, image_len);
-	} else {
-		int rc = elf_image_open(&im, path);
-		if (rc < 0)
-			return rc;
+	int rc = elf_image_load(&im, path, image, image_len, EM_X86_64);
+	if (rc < 0)
+		return rc;
+	static const char *const names[2] = {".eh_frame", ".debug_frame"};
+	struct cfi_section secs[2];
+	memset(secs, 0, sizeof(secs));
+	for (int slot = 0; slot < 2; slot++) {
+		struct elf_section sec;
+		/* A compressed .debug_frame is not inflated: skipped, as before. lld
+		 * types .eh_frame SHT_X86_64_UNWIND, GNU ld SHT_PROGBITS: any type. */
+		if (!elf_image_section(&im, names[slot], slot == 0 ? 0 : SHT_PROGBITS,
+				       &sec) ||
+		    sec.len == 0 || (sec.flags & SHF_COMPRESSED))
+			continue;
+		secs[slot].data = sec.data;
+		secs[slot].len = sec.len;
+		secs[slot].vaddr = sec.vaddr;
+		secs[slot].is_debug_frame = slot == 1;
 	}
-	int rc = -EINVAL;
-	if (elf_image_check(&im, EM_X86_64) == 0) {
-		static const char *const names[2] = {".eh_frame", ".debug_frame"};
-		struct cfi_section secs[2];
-		memset(secs, 0, sizeof(secs));
-		for (int slot = 0; slot < 2; slot++) {
-			struct elf_section sec;
-			/* A compressed .debug_frame is not inflated: skipped, as before. lld
-			 * types .eh_frame SHT_X86_64_UNWIND, GNU ld SHT_PROGBITS: any type. */
-			if (!elf_image_section(&im, names[slot], slot == 0 ? 0 : SHT_PROGBITS,
-					       &sec) ||
-			    sec.len == 0 || (sec.flags & SHF_COMPRESSED))
-				continue;
-			secs[slot].data = sec.data;
-			secs[slot].len = sec.len;
-			secs[slot].vaddr = sec.vaddr;
-			secs[slot].is_debug_frame = slot == 1;
-		}
-		rc = cfi_table_build(secs, 2, elf_image_load_base(&im), out);
-	}
+	rc = cfi_table_build(secs, 2, elf_image_load_base(&im), out);
 	elf_image_close(&im);
 	return rc;
 }

@@ -48,6 +48,23 @@ void elf_image_memory(struct elf_image *im, const void *data, size_t len)
 	im->map = NULL;
 }
 
+int elf_image_load(struct elf_image *im, const char *path, const void *image, size_t len,
+		   uint16_t machine)
+{
+	if (image) {
+		elf_image_memory(im, image, len);
+	} else {
+		int rc = elf_image_open(im, path);
+		if (rc < 0)
+			return rc;
+	}
+	if (elf_image_check(im, machine) < 0) {
+		elf_image_close(im);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 void elf_image_close(struct elf_image *im)
 {
 	if (im->map)

@@ -43,6 +43,10 @@ int elf_image_open(struct elf_image *im, const char *path);
 void elf_image_memory(struct elf_image *im, const void *data, size_t len);
 void elf_image_close(struct elf_image *im);
 
+/* The file at path, or image[0..len) when image is not NULL, checked for machine
+ * (elf_image_check). 0, -errno of open, or -EINVAL; on failure nothing is kept. */
+int elf_image_load(struct elf_image *im, const char *path, const void *image, size_t len,
+		   uint16_t machine);
 /* 0 when the image is a little-endian ELF64 for machine (an EM_* value) with sane
  * header tables; -EINVAL otherwise. The functions below require it. */
 int elf_image_check(const struct elf_image *im, uint16_t machine);

@@ -20,22 +20,6 @@
 #define GNU_NOTE_NAME "GNU"
 #define GNU_NOTE_NAMESZ 4 /* "GNU" and its NUL */
 
-static int image_open(const char *path, const void *image, size_t size, struct elf_image *im)
-{
-	if (image)
-		elf_image_memory(im, image, size);
-	else {
-		int rc = elf_image_open(im, path);
-		if (rc < 0)
-			return rc;
-	}
-	if (elf_image_check(im, EM_X86_64) < 0) {
-		elf_image_close(im);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 #define NOTE_ALIGN(x) (((x) + 3) & ~(size_t)3)
 
 static void read_build_id(const struct elf_image *im, struct sym_elf_info *out)
@@ -75,7 +59,7 @@ static int read_info(const char *path, const void *image, size_t size, struct sy
 {
 	memset(out, 0, sizeof(*out));
 	struct elf_image im;
-	int rc = image_open(path, image, size, &im);
+	int rc = elf_image_load(&im, path, image, size, EM_X86_64);
 	if (rc < 0)
 		return rc;
 	const Elf64_Ehdr *eh = elf_image_ehdr(&im);
@@ -136,7 +120,7 @@ int sym_elf_read_info_mem(const void *image, size_t size, struct sym_elf_info *o
 static int read_symbols(const char *path, const void *image, size_t size, struct sym_table *t)
 {
 	struct elf_image im;
-	int rc = image_open(path, image, size, &im);
+	int rc = elf_image_load(&im, path, image, size, EM_X86_64);
 	if (rc < 0)
 		return rc;
 	size_t n = elf_image_nsections(&im);

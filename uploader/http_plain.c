@@ -260,11 +260,11 @@ bool http_plain_start(struct http_plain *t, const struct http_request *req,
 	t->body_len = req->body_len;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	t->expires_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec + timeout_ns;
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	t->expires_ns = now + timeout_ns;
 	if (!req->unix_socket) {
 		struct addrinfo *res = NULL;
-		int rc = lookup(host, port, &res, &t->cache_slot,
-				t->expires_ns - timeout_ns /* now */);
+		int rc = lookup(host, port, &res, &t->cache_slot, now);
 		if (rc != 0) {
 			fail(t, CURLE_COULDNT_RESOLVE_HOST, detail, detail_len, gai_strerror(rc),
 			     0);

@@ -134,6 +134,14 @@ static void run(struct http_plain *t, char *detail, size_t len)
 	}
 }
 
+/* Starts a request that must start, and drives it to its end. */
+static void post(struct http_plain *t, const struct http_request *req, uint64_t timeout_ns,
+		 char *detail, size_t len)
+{
+	ck_assert(http_plain_start(t, req, "ua", timeout_ns, detail, len));
+	run(t, detail, len);
+}
+
 static const uint8_t body[] = "--b\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n\x01\x02\r\n--b--";
 
 START_TEST(test_a_post_over_tcp_sends_exact_bytes_and_reads_the_status)
@@ -197,8 +205,7 @@ START_TEST(test_a_post_over_a_unix_socket)
 				   .body_len = sizeof(body) - 1};
 	struct http_plain t;
 	char detail[256] = "";
-	ck_assert(http_plain_start(&t, &req, "ua", 2000000000ULL, detail, sizeof(detail)));
-	run(&t, detail, sizeof(detail));
+	post(&t, &req, 2000000000ULL, detail, sizeof(detail));
 	pthread_join(th, NULL);
 	ck_assert_int_eq(t.code, CURLE_OK);
 	ck_assert_int_eq(t.status, 200);
@@ -271,8 +278,7 @@ START_TEST(test_interim_1xx_responses_are_skipped)
 	struct http_request req = {.url = url, .body = body, .body_len = sizeof(body) - 1};
 	struct http_plain t;
 	char detail[256] = "";
-	ck_assert(http_plain_start(&t, &req, "ua", 2000000000ULL, detail, sizeof(detail)));
-	run(&t, detail, sizeof(detail));
+	post(&t, &req, 2000000000ULL, detail, sizeof(detail));
 	pthread_join(th, NULL);
 	ck_assert_int_eq(t.code, CURLE_OK);
 	ck_assert_int_eq(t.status, 202);
