@@ -8,7 +8,9 @@
  * The handler's whole path: check the sender is one of our timers, read registers from
  * the ucontext, unwind within the thread's stack, weigh the sample by the timer's
  * overrun count (the kernel checks CPU timers at tick rate, 250 Hz here, so a 1 kHz
- * timer fires every 4 ms with si_overrun = 3), and record it.
+ * timer fires every 4 ms with si_overrun = 3), and record it. In a fork child still
+ * without its uploader thread, the sample is then offered to hijack_try, which may
+ * redirect the thread to start it at a safe point (agent/hijack.h).
  */
 #include "sampler.h"
 
@@ -21,12 +23,13 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "agent/hijack.h"
 #include "agent/stack_bounds.h"
 #include "common/log.h"
 
 struct thread_state {
-	pid_t tid; /* 0 = not cached yet */
-	bool internal; /* profiler-owned thread: never recorded */
+	pid_t tid;	    /* 0 = not cached yet */
+	bool internal;	    /* profiler-owned thread: never recorded */
 	uintptr_t stack_lo; /* 0 = unknown */
 	uintptr_t stack_hi; /* 0 = unknown */
 };
@@ -71,9 +74,9 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	}
 	const ucontext_t *uc = ucv;
 	struct unwind_regs regs = {
-		.pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
-		.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
-		.fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+	    .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+	    .sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+	    .fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
 	};
 	if (ts->stack_hi == 0) {
 		/* A thread that existed before we loaded: find its stack once. */
@@ -92,6 +95,10 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	/* si_overrun: expiries the kernel merged into this one signal. */
 	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
 	profiles_record(sampler_profiles, sampler_gettid(), pcs, n, weight);
+	/* A fork child waiting for a safe point to start its uploader (agent/hijack.h):
+	 * only complete DWARF walks can show one. */
+	if (hijack_armed() && sampler_unwinder == unwind_dwarf)
+		hijack_try(ucv, si, pcs, n);
 	(void)signo;
 	errno = saved_errno;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/hijack.h"
 #include "agent/modules.h"
 #include "agent/profile.h"
 #include "agent/sampler.h"
@@ -80,6 +81,7 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 		return EAGAIN;
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return real(t, attr, fn, arg);
+	uploader_ensure_thread(); /* a fork child's deferred uploader thread */
 	struct thread_start *s = malloc(sizeof(*s));
 	if (!s)
 		return real(t, attr, fn, arg); /* unsampled rather than failing the app */
@@ -275,6 +277,13 @@ __attribute__((constructor)) static void ddprof_init(void)
 		log_error("no free signal for sampling; profiling disabled");
 		goto out;
 	}
+	/* Fork children start their uploader thread late, maybe from a safe point that a
+	 * sample finds (agent/hijack.h); our own frames are never one. */
+	rc = hijack_init(uploader_safe_point, (const void *)ddprof_init);
+	if (rc < 0)
+		log_debug("no safe-point redirects (%s): fork children start their uploader "
+			  "thread at once",
+			  strerror(-rc));
 	rc = threads_init(signo, period_ns);
 	if (rc < 0) {
 		log_error("cannot set up thread tracking (%s); profiling disabled", strerror(-rc));

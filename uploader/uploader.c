@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent/fork_local.h"
+#include "agent/hijack.h"
 #include "agent/modules.h"
 #include "agent/symbolizer.h"
 #include "agent/threads.h"
@@ -50,7 +51,7 @@
 struct control {
 	pthread_mutex_t *lock; /* on the fork-local page when there is one (fork_local.h):
 				* fork prepare takes it, the parent handler releases it */
-	pthread_cond_t cond; /* CLOCK_MONOTONIC */
+	pthread_cond_t cond;   /* CLOCK_MONOTONIC */
 	bool running;
 	bool stop;		  /* final upload, then exit */
 	bool done;		  /* thread has finished */
@@ -59,7 +60,7 @@ struct control {
 	bool cycling;		  /* the thread is serializing or exporting (lock released) */
 	uint64_t flush_requested; /* generation counters */
 	uint64_t flush_completed;
-	uint64_t forks; /* fork() calls of the process (from prepare) */
+	uint64_t forks;	   /* fork() calls of the process (from prepare) */
 	bool modules_kick; /* modules_service has work (agent/modules.h) */
 };
 
@@ -98,6 +99,12 @@ static uint64_t export_seq;
  * Set by uploader_stop, read by http_send_all between polls. */
 static _Atomic uint64_t exit_abort_ns;
 static bool curl_atexit_registered;
+/* This process is to have an uploader thread (uploader_start made one): a fork child
+ * inherits the wish, not the thread. */
+static bool uploader_wanted;
+/* A fork child's thread is not started yet: it starts at the first need (see
+ * start_deferred). Set by the fork child handler, cleared under ctl.lock. */
+static _Atomic bool spawn_pending;
 
 static _Atomic uint64_t st_exported, st_export_failures, st_serialize_failures, st_samples,
     st_dropped, st_bytes, st_serialize_ns, st_uploads_ok, st_uploads_failed, st_uploads_dropped,
@@ -109,8 +116,12 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+static void start_deferred(bool quiet);
+
 bool uploader_modules_wake(void)
 {
+	/* A dlopen in a fork child: its tables are built by the thread, so start it. */
+	start_deferred(false);
 	pthread_mutex_lock(ctl.lock);
 	bool hosting = ctl.running && !ctl.done;
 	ctl.modules_kick = true;
@@ -445,7 +456,12 @@ static void *uploader_main(void *arg)
 		pb_init(&ctx.bodies[i]);
 	datadog_runtime_id_new(ctx.runtime_id);
 	uint64_t period = up_cfg->upload_period_ns;
-	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period;
+	/* The first period ends a period after the profile began: in a fork child whose
+	 * thread started late (start_deferred), at the fork plus a period. */
+	uint64_t now_rt = clock_now_ns(CLOCK_REALTIME);
+	uint64_t start_rt = profiles_active(up_profiles)->start_ns;
+	uint64_t age = now_rt > start_rt ? now_rt - start_rt : 0;
+	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period - (age < period ? age : period);
 	/* This thread also runs the module registry's work (unwind tables of new
 	 * modules): when modules_service says it is due, or a dlopen kicks it; during an
 	 * upload's network waits too (service_modules_while_busy). */
@@ -464,8 +480,8 @@ static void *uploader_main(void *arg)
 				pthread_mutex_lock(ctl.lock);
 				continue;
 			}
-			struct timespec ts = clock_ns_to_timespec(next < modules_next ? next
-										: modules_next);
+			struct timespec ts =
+			    clock_ns_to_timespec(next < modules_next ? next : modules_next);
 			pthread_cond_timedwait(&ctl.cond, ctl.lock, &ts);
 		}
 		bool final = ctl.stop;
@@ -546,7 +562,38 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 		log_debug("exporter: %s", exporters[i]->label);
 	if (n_exporters == 0)
 		log_info("no exporter configured: profiles are collected and discarded");
-	return spawn_thread();
+	int rc = spawn_thread();
+	uploader_wanted = rc == 0;
+	return rc;
+}
+
+/* Normal context: starts the thread a fork child deferred, if it did. quiet: called at
+ * a safe point (agent/hijack.h), where the thread may hold stdio's locks: no logging. */
+static void start_deferred(bool quiet)
+{
+	/* Relaxed: set by the fork child handler before the child had another thread, and
+	 * decided again below under ctl.lock. */
+	if (!atomic_load_explicit(&spawn_pending, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(ctl.lock);
+	bool mine = atomic_exchange_explicit(&spawn_pending, false, memory_order_relaxed);
+	int rc = mine && !ctl.stop ? spawn_thread() : 0;
+	pthread_mutex_unlock(ctl.lock);
+	if (mine)
+		hijack_disarm();
+	if (rc != 0 && !quiet)
+		log_warn("cannot start the uploader thread in the fork child %d (%s)",
+			 (int)getpid(), strerror(-rc));
+}
+
+void uploader_ensure_thread(void)
+{
+	start_deferred(false);
+}
+
+void uploader_safe_point(void)
+{
+	start_deferred(true);
 }
 
 /* Waits, lock held, until pred or the deadline. */
@@ -576,6 +623,10 @@ void uploader_stop(uint64_t timeout_ns)
 {
 	if (up_cfg)
 		timeout_ns = up_cfg->exit_flush_timeout_ns;
+	/* A fork child that deferred its thread: needed now only for a final profile. */
+	hijack_disarm();
+	if (!profiles_empty(up_profiles))
+		start_deferred(false);
 	pthread_mutex_lock(ctl.lock);
 	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles)) {
 		/* Nothing sampled since the last upload and nothing in flight: no final
@@ -607,6 +658,7 @@ void uploader_stop(uint64_t timeout_ns)
 int uploader_flush(uint64_t timeout_ns)
 {
 	int rc = 0;
+	start_deferred(false);
 	pthread_mutex_lock(ctl.lock);
 	if (!ctl.running || ctl.done) {
 		rc = -ESRCH;
@@ -657,7 +709,7 @@ void uploader_atfork_child(void)
 	    &st_dropped,	 &st_bytes,	      &st_uploads_ok,	      &st_uploads_failed,
 	    &st_uploads_dropped, &st_bytes_sent,
 	};
-	bool was_running = ctl.running && !ctl.stop;
+	bool was_running = uploader_wanted && !ctl.stop;
 	inherited_sym = ctl.cycling ? NULL : live_sym;
 	/* Fresh control block: the old one's lock is held by this thread (prepare) and
 	 * its waiters live in the parent. */
@@ -675,6 +727,19 @@ void uploader_atfork_child(void)
 			exporters[i]->unresponsive = true;
 		exporters[i]->in_flight_since_ns = 0;
 	}
-	if (was_running && spawn_thread() != 0)
-		log_warn("cannot start the uploader thread in the fork child %d", (int)getpid());
+	if (!was_running)
+		return;
+	/* The thread starts at the child's first need: a final profile at exit, the
+	 * application's first pthread_create or dlopen, ddprof_flush, or a sample taken at a
+	 * safe point (agent/hijack.h). Most children of a fork storm or a pre-fork server
+	 * never sample: they never pay for a thread (pthread_create, and the copy-on-write
+	 * faults of its malloc arena at every later fork of the parent and in the child). */
+	atomic_store_explicit(&spawn_pending, true, memory_order_relaxed);
+	/* Safe points need complete walks, so unwind tables: a child forked before its
+	 * parent had built them (the first milliseconds) starts its thread at once, as does
+	 * one where redirects are unavailable; a compute child would never upload. */
+	struct modules_stats ms;
+	modules_get_stats(&ms);
+	if (ms.tables == 0 || !hijack_arm())
+		start_deferred(false);
 }

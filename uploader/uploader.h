@@ -57,6 +57,14 @@ bool uploader_modules_wake(void);
 /* Starts the thread. cfg and pp must outlive the uploader. 0 or negative errno. */
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
 
+/* Normal context: a fork child whose thread is not started yet starts it now (the
+ * application creates a thread, loads a library, or flushes). Cheap otherwise: one
+ * relaxed load. */
+void uploader_ensure_thread(void);
+/* The same at a safe point reached from the sampling handler (agent/hijack.h): never
+ * logs. */
+void uploader_safe_point(void);
+
 /* Exports what is pending and stops the thread, waiting at most the configured
  * DD_PROFILING_EXIT_FLUSH_TIMEOUT (timeout_ns only before uploader_start has run); past
  * it the final profile is dropped and counted. Idempotent: only the first call waits. */
@@ -70,9 +78,10 @@ void uploader_get_stats(struct uploader_stats *out);
 
 void uploader_atfork_prepare(void);
 void uploader_atfork_parent(void);
-/* Fork child: the parent's thread does not exist here. Starts a fresh one that never
- * touches state the parent's uploader may have held (its libcurl handles are simply
- * forgotten: they belong to the parent's thread's stack). */
+/* Fork child: the parent's thread does not exist here. A fresh one starts at the
+ * child's first need (uploader_ensure_thread, uploader_safe_point, uploader_stop with
+ * samples) and never touches state the parent's uploader may have held (its libcurl
+ * handles are simply forgotten: they belong to the parent's thread's stack). */
 void uploader_atfork_child(void);
 
 #endif

@@ -76,6 +76,41 @@ def test_fork_storm_during_a_slow_upload(ctx):
         agent[1], base[1], ratio, len(in_flight), len(by_pid) - len(parents))
 
 
+def test_fork_child_starts_its_uploader_thread_only_when_it_samples(ctx):
+    """A fork child gets its uploader thread at its first need: an idle child never has
+    one (and uploads nothing); a compute child gets one from a safe point within about a
+    second, uploads every period while it lives, and computes exactly what it would
+    without the agent."""
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, _cpu, _wall = run_profiled(
+        [os.path.join(WORKLOADS, "fork_children"), "0.5", "2.6"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+         "DD_PROFILING_UPLOAD_PERIOD": "1"})
+    m = re.search(r"idle (\d+) tasks (\d+) compute (\d+) tasks (\d+) thread_after_ms (-?\d+) "
+                  r"bad (\d+) cpu_seconds ([0-9.]+)", stdout)
+    check(rc == 0 and m, "fork_children exit %d printed %r: %s" % (rc, stdout, stderr[-500:]))
+    idle, idle_tasks, compute, compute_tasks, after_ms, bad = (int(g) for g in m.groups()[:6])
+    cpu = float(m.group(7))
+    by_pid = files_by_pid(out)
+    check(idle_tasks == 1, "the idle child had %d threads: an uploader it never needed"
+          % idle_tasks)
+    check(idle not in by_pid, "the idle child uploaded %d profile(s)" % len(by_pid.get(idle, [])))
+    check(compute_tasks == 2 and 0 <= after_ms <= 1500,
+          "the compute child's uploader thread: %d threads, first seen after %d ms"
+          % (compute_tasks, after_ms))
+    check(bad == 0, "%d results of the compute child differed under the agent" % bad)
+    files = by_pid.get(compute, [])
+    # 2.6 s of CPU with a 1 s period: uploads at ~1 and ~2 s, then the final one.
+    check(len(files) >= 3, "the compute child uploaded %d profiles while it lived" % len(files))
+    profs = dump(files)
+    ti = value_index(profs[0], "cpu-time")
+    got = app_total(profs, ti) / 1e9
+    check(abs(got - cpu) <= 0.1 * cpu, "compute child: %.3f s in its profiles, %.3f s of CPU"
+          % (got, cpu))
+    return "idle child: 1 thread, no profile; compute child: thread after %d ms, %d profiles, " \
+        "%.2f/%.2f s" % (after_ms, len(files), got, cpu)
+
+
 def test_fork_exec_child_is_profiled(ctx):
     """A child that execs a program inherits LD_PRELOAD: its profile arrives under its pid."""
     out = os.path.join(ctx.dir, "out")
