@@ -30,6 +30,7 @@
 struct thread_state {
 	pid_t tid;	    /* 0 = not cached yet */
 	bool internal;	    /* profiler-owned thread: never recorded */
+	bool sampled;	    /* a sample was recorded in this thread */
 	uintptr_t stack_lo; /* 0 = unknown */
 	uintptr_t stack_hi; /* 0 = unknown */
 };
@@ -95,6 +96,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	/* si_overrun: expiries the kernel merged into this one signal. */
 	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
 	profiles_record(sampler_profiles, sampler_gettid(), pcs, n, weight);
+	ts->sampled = true;
 	/* A fork child waiting for a safe point to start its uploader (agent/hijack.h):
 	 * only complete DWARF walks can show one. */
 	if (hijack_armed() && sampler_unwinder == unwind_dwarf)
@@ -175,8 +177,15 @@ void sampler_set_enabled(bool on)
 }
 
 /* Normal context, in the thread itself. */
-void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi)
+void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, bool may_fire)
 {
+	if (!may_fire) {
+		/* No timer of ours targets this thread yet: no handler can interleave. */
+		tls_state.tid = tid;
+		tls_state.stack_lo = stack_lo;
+		tls_state.stack_hi = stack_hi;
+		return;
+	}
 	/* A timer armed by the /proc scan may already fire in this thread: keep the
 	 * handler from seeing lo and hi from two different sources. */
 	sigset_t block, old;
@@ -188,6 +197,11 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi)
 	tls_state.stack_lo = stack_lo;
 	tls_state.stack_hi = stack_hi;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+bool sampler_thread_sampled(void)
+{
+	return tls_state.sampled;
 }
 
 bool sampler_thread_is_internal(void)

@@ -37,8 +37,13 @@ uint64_t sampler_period_ns(void);
 void sampler_set_enabled(bool on);
 
 /* In the calling thread: caches its tid and stack bounds for the handler. lo/hi may be
- * 0 when unknown (the handler then looks the stack up in the maps snapshot). */
-void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi);
+ * 0 when unknown (the handler then looks the stack up in the maps snapshot). may_fire:
+ * a timer of ours may already target the thread (the start-up scan may have armed it),
+ * so the signal is blocked while the bounds change (two system calls). */
+void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, bool may_fire);
+
+/* Whether a sample was recorded in the calling thread. */
+bool sampler_thread_sampled(void);
 
 /* In the calling thread: marks it as a profiler thread; its samples are ignored. */
 void sampler_thread_mark_internal(void);

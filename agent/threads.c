@@ -52,6 +52,9 @@ static int timer_signo;
 static uint64_t timer_period_ns;
 static pthread_key_t exit_key;
 static _Atomic uint64_t timer_failures;
+/* threads_scan_existing has finished: from then on only a thread itself arms its timer,
+ * after its set-up. Release/acquire pairs the scan's end with threads_start_self. */
+static _Atomic bool scan_done;
 static uint64_t rng_state; /* guarded by registry_lock */
 
 static uint64_t rng_next(void)
@@ -235,7 +238,8 @@ int threads_start_self(bool is_main)
 	pid_t tid = sampler_gettid();
 	struct stack_range r = {0, 0};
 	stack_bounds_self(is_main, &r);
-	sampler_thread_setup(tid, r.lo, r.hi);
+	sampler_thread_setup(tid, r.lo, r.hi,
+			     !atomic_load_explicit(&scan_done, memory_order_acquire));
 	/* The key's destructor runs at thread exit however the thread ends. */
 	pthread_setspecific(exit_key, (void *)1);
 	int rc = start_tid(tid, true);
@@ -254,8 +258,10 @@ void threads_exit_self(void)
 			timer_delete(e->timer);
 		e->has_timer = false;
 		e->status = THREAD_ENDED;
-		/* Last chance to learn the name: /proc forgets it with the thread. */
-		prctl(PR_GET_NAME, e->name);
+		/* Last chance to learn the name: /proc forgets it with the thread. Only a
+		 * thread with samples needs one (one system call less for the others). */
+		if (sampler_thread_sampled())
+			prctl(PR_GET_NAME, e->name);
 	}
 	pthread_mutex_unlock(registry_lock);
 }
@@ -285,6 +291,8 @@ int threads_scan_existing(void)
 			armed++;
 	}
 	closedir(d);
+	/* Release pairs with the acquire in threads_start_self. */
+	atomic_store_explicit(&scan_done, true, memory_order_release);
 	return armed;
 }
 

@@ -131,15 +131,23 @@ def test_timers_deleted_when_threads_end(ctx):
     peak, final = int(m.group(2)), int(m.group(3))
     check(final == 1, "%d POSIX timers left after every thread ended, expected 1 (main)" % final)
     check(peak <= 9, "peak of %d timers with 8 threads + main alive" % peak)
-    profs = dump(profile_files(out))
+    profs = dump(profile_files(out), stacks=True)
     burn = sum(p["functions"].get("churn_burn", {"total": [0, 0]})["total"][1] for p in profs)
+    # Every thread ended before the only upload (at exit): the names come from the
+    # agent's read when each sampled thread ended.
+    names = {st["labels"].get("thread name") for p in profs for st in p["stacks"]
+             if "churn_burn" in st["frames"]}
+    check(names and all(n and re.fullmatch(r"churn-\d+", n) for n in names),
+          "samples of ended threads are not labelled with their names: %s" % sorted(
+              names, key=str)[:10])
     # Each of the 600 threads burns >= 2 ms of CPU in churn_burn: >= 1.2 s in all. The
     # kernel checks CPU timers only at ticks (4 ms), so CPU after a thread's last tick
     # is never sampled: for 2 ms threads a large part. Assert that they are sampled at
     # all (a timer that is never armed would give ~0), not the exact total.
     check(burn >= 0.5 * 1.2e9, "churn_burn has %.3f s of cpu-time, expected >= 0.6 s"
           % (burn / 1e9))
-    return "peak=%d final=%d churn_burn=%.2fs" % (peak, final, burn / 1e9)
+    return "peak=%d final=%d churn_burn=%.2fs, %d thread names" % (peak, final, burn / 1e9,
+                                                                    len(names))
 
 
 def test_threads_started_before_the_agent_are_sampled(ctx):

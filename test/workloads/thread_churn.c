@@ -2,10 +2,12 @@
  * thread_churn.c - creates threads that burn a little CPU and end, in waves, ending
  * through return, pthread_exit and cancellation. At the end prints how many POSIX
  * timers the process still holds (from /proc/self/timers): the agent must have deleted
- * the timer of every ended thread.
+ * the timer of every ended thread. Each thread names itself "churn-N" (N < 1000): the
+ * agent reads the name of a sampled thread when it ends.
  *
  * usage: thread_churn [threads=600] [wave=8]
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +31,9 @@ __attribute__((noinline)) void churn_burn(void)
 static void *worker(void *arg)
 {
 	int how = (int)(intptr_t)arg % 3;
+	char name[16];
+	snprintf(name, sizeof(name), "churn-%d", (int)((intptr_t)arg % 1000));
+	pthread_setname_np(pthread_self(), name);
 	churn_burn();
 	if (how == 1)
 		pthread_exit(NULL);
