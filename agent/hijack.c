@@ -14,6 +14,7 @@
  * (xrstor faults otherwise, and the kernel then kills the thread with SIGSEGV).
  */
 #include "hijack.h"
+#include "agent/fork_local.h"
 
 #include <errno.h>
 #include <link.h>
@@ -32,8 +33,8 @@
 #define HIJACK_GUARD_BYTES 4096u
 #define MAX_UNSAFE_RANGES 32
 /* Outermost frames allowed in unsafe code: __libc_start_call_main and
- * __libc_start_main, or start_thread, clone3 and our thread start. */
-#define MAX_ROOT_FRAMES 4
+ * __libc_start_main, or clone3, start_thread and our thread start. */
+#define MAX_ROOT_FRAMES 3
 /* struct _fpx_sw_bytes (asm/sigcontext.h) in the reserved tail of the fxsave area. */
 #define FPX_SW_OFFSET 464
 #ifndef FP_XSTATE_MAGIC1
@@ -91,7 +92,9 @@ __asm__(".text\n"
 	".size ddprof_hijack_entry, .-ddprof_hijack_entry\n");
 
 struct scan {
-	uintptr_t own, malloc_addr;
+	uintptr_t own, malloc_addr, malloc_seen;
+	bool first;	    /* the next module is the main executable */
+	bool exe_allocates; /* ... and it defines malloc, or holds its canonical address */
 };
 
 static bool is_system_module(const char *path)
@@ -120,10 +123,14 @@ static bool module_contains(const struct dl_phdr_info *info, uintptr_t addr)
 static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	const struct scan *s = arg;
+	struct scan *s = arg;
 	const char *name = info->dlpi_name ? info->dlpi_name : "";
-	if (!is_system_module(name) && !module_contains(info, s->own) &&
-	    !module_contains(info, s->malloc_addr))
+	bool allocator =
+	    module_contains(info, s->malloc_addr) || module_contains(info, s->malloc_seen);
+	if (s->first && allocator)
+		s->exe_allocates = true;
+	s->first = false;
+	if (!is_system_module(name) && !module_contains(info, s->own) && !allocator)
 		return 0;
 	for (int i = 0; i < info->dlpi_phnum && n_unsafe < MAX_UNSAFE_RANGES; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -142,12 +149,25 @@ static bool shadow_stack_enabled(void)
 	       (features & ARCH_SHSTK_SHSTK);
 }
 
-int hijack_init(void (*fn)(void), const void *own_code)
+int hijack_init(void (*fn)(void), const void *own_code, const void *malloc_addr)
 {
 	if (stack_top)
 		return 0;
 	if (shadow_stack_enabled())
 		return -ENOTSUP; /* the second rt_sigreturn would find no shadow-stack token */
+	/* The address of malloc as this library sees it, and as the caller resolved it:
+	 * the definition the process uses, libc's or a replacement's (jemalloc, tcmalloc),
+	 * whose locks pthread_create may need. In a non-PIE executable that takes malloc's
+	 * address, the first is a stub in the executable. */
+	struct scan s = {(uintptr_t)own_code, (uintptr_t)malloc_addr, (uintptr_t)&malloc, true,
+			 false};
+	n_unsafe = 0;
+	dl_iterate_phdr(collect, &s);
+	if (s.exe_allocates) {
+		/* Every stack runs through main: no sample could ever be a safe point. */
+		n_unsafe = 0;
+		return -ENOTSUP;
+	}
 	size_t bytes = HIJACK_GUARD_BYTES + HIJACK_STACK_BYTES + HIJACK_FRAME_BYTES;
 	/* Untouched in the process that maps it: a fork child that redirects pays for the
 	 * pages it uses, never a copy. */
@@ -156,19 +176,13 @@ int hijack_init(void (*fn)(void), const void *own_code)
 	if (p == MAP_FAILED)
 		return -errno;
 	mprotect(p, HIJACK_GUARD_BYTES, PROT_NONE); /* an overflow faults, not corrupts */
-	/* The address of malloc as this library sees it: the definition the process uses,
-	 * libc's or a replacement's (jemalloc, tcmalloc), whose locks pthread_create may
-	 * need. */
-	struct scan s = {(uintptr_t)own_code, (uintptr_t)&malloc};
-	n_unsafe = 0;
-	dl_iterate_phdr(collect, &s);
 	hijack_fn = fn;
 	frame_buf = p + HIJACK_GUARD_BYTES + HIJACK_STACK_BYTES;
 	stack_top = frame_buf; /* 16-byte aligned: page aligned */
 	return 0;
 }
 
-bool hijack_arm(void)
+FORK_CHILD_PATH bool hijack_arm(void)
 {
 	if (!stack_top)
 		return false;
@@ -176,7 +190,7 @@ bool hijack_arm(void)
 	return true;
 }
 
-void hijack_disarm(void)
+FORK_CHILD_PATH void hijack_disarm(void)
 {
 	atomic_store_explicit(&armed, false, memory_order_relaxed);
 }
@@ -258,6 +272,12 @@ bool hijack_try(void *ucv, const siginfo_t *si, const uintptr_t *pcs, uint32_t n
 	memcpy(dst, frame, fp_off + fp_len);
 	ucontext_t *copy = (ucontext_t *)(dst + sizeof(uintptr_t));
 	copy->uc_mcontext.fpregs = (fpregset_t)dst_fp;
+	/* Every signal blocked while the function runs (the copy keeps the original mask
+	 * for the second sigreturn): an application handler must not run on the private
+	 * stack, nor while we hold our lock or are inside pthread_create (a handler that
+	 * exits or longjmps would deadlock or leave them held). The kernel's sigset in the
+	 * frame is 8 bytes, where glibc's sigset_t is 128: only those 8 are written. */
+	memset(&uc->uc_sigmask, 0xff, sizeof(uint64_t));
 	ddprof_hijack_resume_sp = (uintptr_t)copy;
 	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)ddprof_hijack_entry;
 	uc->uc_mcontext.gregs[REG_RSP] = (greg_t)(uintptr_t)stack_top;

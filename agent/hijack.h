@@ -25,7 +25,7 @@
  *
  * Context: hijack_init in the constructor; hijack_arm/disarm in normal context;
  * hijack_armed and hijack_try in the signal handler (async-signal-safe); the function
- * runs in normal context on the interrupted thread, with its signal mask.
+ * runs in normal context on the interrupted thread, every signal blocked.
  */
 #ifndef DDPROF_AGENT_HIJACK_H
 #define DDPROF_AGENT_HIJACK_H
@@ -37,11 +37,13 @@
 /*
  * Normal context, start-up. fn: what a redirect runs (it must not log: the thread may
  * hold the application's stdio locks). own_code: an address in the caller's library,
- * whose frames are unsafe too (NULL: none). Maps the private stack and records the
- * unsafe code ranges of the modules loaded now. Returns 0, or -errno when redirects are
- * unavailable (no memory, or a shadow stack, which a redirect would break).
+ * whose frames are unsafe too (NULL: none). malloc_addr: malloc as the process resolves
+ * it (dlsym(RTLD_DEFAULT)). Maps the private stack and records the unsafe code ranges
+ * of the modules loaded now. Returns 0, or -errno when redirects are unavailable: no
+ * memory, a shadow stack (a redirect would break it), or an executable that defines
+ * malloc itself (every stack passes through it).
  */
-int hijack_init(void (*fn)(void), const void *own_code);
+int hijack_init(void (*fn)(void), const void *own_code, const void *malloc_addr);
 
 /* Normal context: the next sample at a safe point redirects. False when unavailable. */
 bool hijack_arm(void);

@@ -7,6 +7,7 @@
  * handler.
  */
 #include "module_map.h"
+#include "agent/fork_local.h"
 
 #include <stdatomic.h>
 
@@ -60,13 +61,13 @@ bool module_map_grace_wait(uint64_t timeout_ns)
 	return grace_wait(&map_grace, timeout_ns);
 }
 
-const struct module_map *module_map_current(void)
+FORK_CHILD_PATH const struct module_map *module_map_current(void)
 {
 	/* Acquire pairs with the release in module_map_publish (any writer thread). */
 	return atomic_load_explicit(&cur_map, memory_order_acquire);
 }
 
-void module_map_after_fork(void)
+FORK_CHILD_PATH void module_map_after_fork(void)
 {
 	grace_reset(&map_grace);
 }

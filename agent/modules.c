@@ -405,7 +405,7 @@ static int refresh(bool *changed_out)
 
 /* mod_lock held: the live figures, published for modules_get_stats (which an
  * application thread may call: it must not wait for mod_lock, held across builds). */
-static void update_live_stats(void)
+FORK_CHILD_PATH static void update_live_stats(void)
 {
 	uint64_t tables = 0, bytes = 0, rows = 0;
 	for (size_t i = 0; i < nmods; i++) {
@@ -421,7 +421,7 @@ static void update_live_stats(void)
 	atomic_store_explicit(&st_rows, rows, memory_order_relaxed);
 }
 
-void modules_get_stats(struct modules_stats *out)
+FORK_CHILD_PATH void modules_get_stats(struct modules_stats *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->modules = atomic_load_explicit(&st_modules, memory_order_relaxed);
@@ -437,7 +437,7 @@ void modules_get_stats(struct modules_stats *out)
 
 /* ---------------------------------------------------------------- the thread */
 
-void modules_init(void)
+FORK_CHILD_PATH void modules_init(void)
 {
 	static bool lock_placed;
 	if (!lock_placed) { /* start-up, one thread; a fork child keeps the parent's */
@@ -659,7 +659,7 @@ void modules_atfork_parent(void)
  * map is always consistent (immutable once published), so the records are rebuilt from
  * it; what the parent was building is forgotten (leaked) and built again when the
  * child's own thread starts: on its first dlopen/dlclose, or modules_refresh. */
-void modules_atfork_child(modules_thread_create_fn create)
+FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 	mod_lock = fresh;

@@ -5,6 +5,7 @@
  * profiles_swap and profile_reset run on the uploader thread and may sleep.
  */
 #include "profile.h"
+#include "agent/fork_local.h"
 
 #include <string.h>
 #include <time.h>
@@ -101,13 +102,13 @@ void profile_reset(struct profile *p)
 	atomic_store_explicit(&p->dropped_cpu_ns, 0, memory_order_relaxed);
 }
 
-bool profiles_empty(struct profile_pair *pp)
+FORK_CHILD_PATH bool profiles_empty(struct profile_pair *pp)
 {
 	return atomic_load_explicit(&pp->p[0].samples, memory_order_relaxed) == 0 &&
 	       atomic_load_explicit(&pp->p[1].samples, memory_order_relaxed) == 0;
 }
 
-void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)
+FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)
 {
 	/* Single-threaded here (fork child): plain resets are safe. */
 	for (int i = 0; i < 2; i++) {

@@ -10,6 +10,7 @@
  * that holds 1 MiB of stacks costs 1 MiB of RSS, not the ceiling.
  */
 #include "region.h"
+#include "agent/fork_local.h"
 
 #include <errno.h>
 #include <string.h>
@@ -40,7 +41,7 @@ int region_init(struct region *r, size_t ceiling)
 	return 0;
 }
 
-int region_after_fork(struct region *r)
+FORK_CHILD_PATH int region_after_fork(struct region *r)
 {
 	if (!r->base)
 		return 0;

@@ -13,6 +13,7 @@
  * redirect the thread to start it at a safe point (agent/hijack.h).
  */
 #include "sampler.h"
+#include "agent/fork_local.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -50,7 +51,7 @@ static _Atomic bool sampler_enabled;
 static _Atomic uint64_t foreign_signals;
 
 /* async-signal-safe */
-pid_t sampler_gettid(void)
+FORK_CHILD_PATH pid_t sampler_gettid(void)
 {
 	if (tls_state.tid == 0)
 		tls_state.tid = (pid_t)syscall(SYS_gettid);
@@ -98,9 +99,10 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	profiles_record(sampler_profiles, sampler_gettid(), pcs, n, weight);
 	ts->sampled = true;
 	/* A fork child waiting for a safe point to start its uploader (agent/hijack.h):
-	 * only complete DWARF walks can show one. */
+	 * only complete DWARF walks made with CFI alone can show one (a frame-pointer step
+	 * through code without them may skip a frame). */
 	if (hijack_armed() && sampler_unwinder == unwind_dwarf)
-		hijack_try(ucv, si, pcs, n);
+		hijack_try(ucv, si, pcs, unwind_last_walk_used_fp() ? 0 : n);
 	(void)signo;
 	errno = saved_errno;
 }
@@ -171,7 +173,7 @@ uint64_t sampler_period_ns(void)
 	return sampler_period;
 }
 
-void sampler_set_enabled(bool on)
+FORK_CHILD_PATH void sampler_set_enabled(bool on)
 {
 	atomic_store_explicit(&sampler_enabled, on, memory_order_relaxed);
 }
@@ -214,7 +216,7 @@ void sampler_thread_mark_internal(void)
 	tls_state.internal = true;
 }
 
-void sampler_after_fork_child(void)
+FORK_CHILD_PATH void sampler_after_fork_child(void)
 {
 	tls_state.tid = 0;
 }

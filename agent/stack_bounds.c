@@ -41,7 +41,35 @@ int stack_bounds_snapshot(void)
 	return (int)n;
 }
 
-bool stack_bounds_self(bool is_main, struct stack_range *out)
+/*
+ * glibc's NPTL on x86-64 (TLS_TCB_AT_TP) puts the thread descriptor, which pthread_self
+ * points to, at the top of the block it maps for a thread's stack, with the static TLS
+ * just below it and the stack below that; the block holds at least the requested size
+ * (a cached block may be bigger, never smaller). So everything from the thread's sp up
+ * to its descriptor is mapped, and the stack reaches at least requested-size below the
+ * descriptor, less the guard page and the TLS (STACK_SLACK covers both, generously: a
+ * lower bound set too high only sends the deepest samples to guarded reads). Checked
+ * against the caller's own sp; any surprise falls back to pthread_getattr_np.
+ */
+#define STACK_SLACK (64 * 1024)
+#define STACK_MIN_FAST (4 * STACK_SLACK)
+#define TLS_MAX_FAST (1024 * 1024) /* descriptor to the first frame: static TLS and more */
+
+static bool bounds_from_descriptor(size_t stack_size, struct stack_range *out)
+{
+	uintptr_t hi = (uintptr_t)pthread_self();
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (stack_size < STACK_MIN_FAST || hi < stack_size || sp >= hi || hi - sp > TLS_MAX_FAST)
+		return false;
+	uintptr_t lo = hi - stack_size + STACK_SLACK;
+	if (sp <= lo)
+		return false;
+	out->lo = lo;
+	out->hi = hi;
+	return true;
+}
+
+bool stack_bounds_self(bool is_main, size_t stack_size, struct stack_range *out)
 {
 	if (is_main) {
 		struct rlimit rl;
@@ -54,6 +82,8 @@ bool stack_bounds_self(bool is_main, struct stack_range *out)
 		out->lo = hi > size ? hi - size : 0;
 		return hi != 0;
 	}
+	if (stack_size && bounds_from_descriptor(stack_size, out))
+		return true;
 	pthread_attr_t attr;
 	if (pthread_getattr_np(pthread_self(), &attr) != 0)
 		return false;

@@ -13,6 +13,7 @@
 #define DDPROF_AGENT_STACK_BOUNDS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct stack_range {
@@ -28,7 +29,11 @@ int stack_bounds_snapshot(void);
 bool stack_bounds_lookup(uintptr_t sp, struct stack_range *out);
 
 /* Bounds of the calling thread's stack (normal context): pthread attributes for
- * threads, __libc_stack_end and RLIMIT_STACK for the main thread. */
-bool stack_bounds_self(bool is_main, struct stack_range *out);
+ * threads, __libc_stack_end and RLIMIT_STACK for the main thread. stack_size: the size
+ * the thread's creator asked glibc for (0: unknown); with it the bounds of a thread
+ * whose stack glibc allocated are found without pthread_getattr_np, which mallocs (and
+ * so gives a thread that never allocates a malloc arena of its own, which every later
+ * fork locks, unlocks and copies) and makes a system call. */
+bool stack_bounds_self(bool is_main, size_t stack_size, struct stack_range *out);
 
 #endif

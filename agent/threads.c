@@ -102,7 +102,7 @@ static bool live_index_stale;
 static struct thread_entry *find_locked(pid_t tid, bool live_only);
 
 /* Registry lock held. The live entry of tid, or NULL. */
-static struct thread_entry *find_live(pid_t tid)
+FORK_CHILD_PATH static struct thread_entry *find_live(pid_t tid)
 {
 	if (live_index_broken || live_index_stale)
 		return find_locked(tid, true);
@@ -114,7 +114,7 @@ static struct thread_entry *find_live(pid_t tid)
 }
 
 /* Registry lock held. */
-static void index_rebuild(void)
+FORK_CHILD_PATH static void index_rebuild(void)
 {
 	u64map_clear(&live_index);
 	live_index_broken = false;
@@ -135,7 +135,7 @@ static struct thread_entry *find_locked(pid_t tid, bool live_only)
 }
 
 /* Registry lock held. */
-static struct thread_entry *add_locked(pid_t tid)
+FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 {
 	if (n_entries == cap_entries) {
 		size_t cap = cap_entries ? cap_entries * 2 : REGISTRY_MIN_CAP;
@@ -158,7 +158,7 @@ static struct thread_entry *add_locked(pid_t tid)
 }
 
 /* Registry lock held. Creates and arms the timer of e->tid. */
-static int arm_locked(struct thread_entry *e)
+FORK_CHILD_PATH static int arm_locked(struct thread_entry *e)
 {
 	struct sigevent sev;
 	memset(&sev, 0, sizeof(sev));
@@ -205,7 +205,7 @@ static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
 	return true;
 }
 
-static int start_tid(pid_t tid, bool self)
+FORK_CHILD_PATH static int start_tid(pid_t tid, bool self)
 {
 	int rc = 0;
 	pthread_mutex_lock(registry_lock);
@@ -233,11 +233,11 @@ static int start_tid(pid_t tid, bool self)
 	return rc;
 }
 
-int threads_start_self(bool is_main)
+int threads_start_self(bool is_main, size_t stack_size)
 {
 	pid_t tid = sampler_gettid();
 	struct stack_range r = {0, 0};
-	stack_bounds_self(is_main, &r);
+	stack_bounds_self(is_main, stack_size, &r);
 	sampler_thread_setup(tid, r.lo, r.hi,
 			     !atomic_load_explicit(&scan_done, memory_order_acquire));
 	/* The key's destructor runs at thread exit however the thread ends. */
@@ -377,7 +377,7 @@ void threads_atfork_parent(void)
 	pthread_mutex_unlock(registry_lock);
 }
 
-void threads_atfork_child(void)
+FORK_CHILD_PATH void threads_atfork_child(void)
 {
 	/* The child has one thread and no timers (POSIX timers are not inherited). We
 	 * hold the lock, taken in prepare by this very thread: re-initialize it. */

@@ -28,8 +28,9 @@
 int threads_init(int signo, uint64_t period_ns);
 
 /* Calling thread: set up handler state and arm its timer. is_main picks the stack
- * bounds method. 0 or negative errno. */
-int threads_start_self(bool is_main);
+ * bounds method; stack_size is what the thread's creator asked for (0: unknown; see
+ * stack_bounds_self). Allocates nothing in the common case. 0 or negative errno. */
+int threads_start_self(bool is_main, size_t stack_size);
 
 /* Calling thread is ending. Idempotent. */
 void threads_exit_self(void);

@@ -65,6 +65,10 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 
 void unwind_get_stats(struct unwind_stats *out);
 
+/* async-signal-safe. Whether the calling thread's last unwind_dwarf walk recovered a
+ * frame with frame pointers (no CFI for its pc): such a walk may have skipped frames. */
+bool unwind_last_walk_used_fp(void);
+
 /* Normal context, before sampling starts: off when process_vm_readv may be fatal (a
  * seccomp filter); reads outside the thread's stack then end the walk instead. */
 void unwind_set_guarded_reads(bool on);

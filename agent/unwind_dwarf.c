@@ -40,6 +40,16 @@ static _Atomic uint64_t st_truncated;
 /* Off when a seccomp filter may kill the process on process_vm_readv (set once at
  * start-up, before any timer is armed). */
 static bool guarded_reads = true;
+/* Frame-pointer steps of the calling thread's last walk (initial-exec: the handler
+ * writes it; never allocates). */
+static __thread uint32_t last_walk_fp_steps __attribute__((tls_model("initial-exec")));
+
+/* async-signal-safe */
+bool unwind_last_walk_used_fp(void)
+{
+	return last_walk_fp_steps != 0;
+}
+
 static _Atomic uint64_t st_walks, st_complete, st_fp_steps, st_cfi_steps, st_signal_frames,
     st_guarded_reads, st_failed_reads;
 
@@ -233,6 +243,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 		atomic_fetch_add_explicit(&st_complete, 1, memory_order_relaxed);
 	if (truncated)
 		atomic_fetch_add_explicit(&st_truncated, 1, memory_order_relaxed);
+	last_walk_fp_steps = w.fp_steps;
 	if (w.fp_steps)
 		atomic_fetch_add_explicit(&st_fp_steps, w.fp_steps, memory_order_relaxed);
 	if (w.cfi_steps)

@@ -16,11 +16,13 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent/hijack.h"
+#include "agent/fork_local.h"
 #include "agent/modules.h"
 #include "agent/profile.h"
 #include "agent/sampler.h"
@@ -59,15 +61,71 @@ static thread_create_fn resolve_pthread_create(void)
 struct thread_start {
 	void *(*fn)(void *);
 	void *arg;
+	size_t stack_size; /* what glibc was asked for; 0 = unknown */
+	_Atomic bool busy; /* a slot of start_slots: handed to a thread not started yet */
 };
+
+/*
+ * What a new thread needs from its creator, in slots rather than malloc'd: a thread
+ * that never allocates must not get a malloc arena from us (a free() in the new thread
+ * attaches one through the tcache). An arena costs the process at every fork: glibc
+ * locks and unlocks each one around it, and the unlock after fork copies the arena's
+ * page, with a TLB shoot-down when another thread runs (~60 us per fork on these VMs).
+ * When every slot is taken (that many threads created and not started yet), malloc.
+ */
+#define START_SLOTS 64
+static struct thread_start start_slots[START_SLOTS];
+
+static struct thread_start *start_alloc(void)
+{
+	for (size_t i = 0; i < START_SLOTS; i++) {
+		bool expected = false;
+		/* Acquire pairs with the release in start_release: the previous thread has
+		 * copied the slot before we overwrite it. */
+		if (!atomic_load_explicit(&start_slots[i].busy, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong_explicit(&start_slots[i].busy, &expected, true,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			return &start_slots[i];
+	}
+	struct thread_start *s = malloc(sizeof(*s));
+	if (s)
+		atomic_init(&s->busy, false);
+	return s;
+}
+
+static void start_release(struct thread_start *s)
+{
+	if (s >= start_slots && s < start_slots + START_SLOTS)
+		/* Release pairs with the acquire in start_alloc: our copy is done. */
+		atomic_store_explicit(&s->busy, false, memory_order_release);
+	else
+		free(s);
+}
+
+/* The stack size glibc allocates for a thread created with attr. */
+static size_t requested_stack_size(const pthread_attr_t *attr)
+{
+	size_t size = 0;
+	if (attr)
+		return pthread_attr_getstacksize(attr, &size) == 0 ? size : 0;
+	pthread_attr_t def;
+	if (pthread_getattr_default_np(&def) != 0)
+		return 0;
+	if (pthread_attr_getstacksize(&def, &size) != 0)
+		size = 0;
+	pthread_attr_destroy(&def);
+	return size;
+}
 
 static void *thread_trampoline(void *p)
 {
-	struct thread_start start = *(struct thread_start *)p;
-	free(p);
+	struct thread_start start;
+	memcpy(&start, p, offsetof(struct thread_start, busy));
+	start_release(p);
 	/* Acquire pairs with the constructor's release: its set-up is visible. */
 	if (atomic_load_explicit(&agent_running, memory_order_acquire))
-		threads_start_self(false);
+		threads_start_self(false, start.stack_size);
 	/* Thread exit (return, pthread_exit, cancellation) reaches threads_exit_self
 	 * through the pthread key destructor set by threads_start_self. */
 	return start.fn(start.arg);
@@ -82,14 +140,15 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return real(t, attr, fn, arg);
 	uploader_ensure_thread(); /* a fork child's deferred uploader thread */
-	struct thread_start *s = malloc(sizeof(*s));
+	struct thread_start *s = start_alloc();
 	if (!s)
 		return real(t, attr, fn, arg); /* unsampled rather than failing the app */
 	s->fn = fn;
 	s->arg = arg;
+	s->stack_size = requested_stack_size(attr);
 	int rc = real(t, attr, thread_trampoline, s);
 	if (rc != 0)
-		free(s);
+		start_release(s);
 	return rc;
 }
 
@@ -106,7 +165,7 @@ static void block_sampling_signal(void)
 	pthread_sigmask(SIG_BLOCK, &block, &fork_saved_mask);
 }
 
-static void restore_signal_mask(void)
+FORK_CHILD_PATH static void restore_signal_mask(void)
 {
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
@@ -131,6 +190,10 @@ static bool seccomp_filtered(void)
  * act only then (a fork racing with the constructor must not unlock what it never
  * locked). */
 static __thread bool fork_prepared __attribute__((tls_model("initial-exec")));
+/* When the last fork began, read in prepare: the child's profile starts then. A clock
+ * read in the child would cost it a page fault (the vDSO's data page is not inherited
+ * mapped). */
+static __thread uint64_t fork_time_ns __attribute__((tls_model("initial-exec")));
 
 static void atfork_prepare(void)
 {
@@ -140,6 +203,7 @@ static void atfork_prepare(void)
 	fork_prepared = atomic_load_explicit(&agent_running, memory_order_acquire);
 	if (!fork_prepared)
 		return;
+	fork_time_ns = clock_now_ns(CLOCK_REALTIME);
 	block_sampling_signal();
 	uploader_atfork_prepare();
 	threads_atfork_prepare();
@@ -156,12 +220,12 @@ static void atfork_parent(void)
 	restore_signal_mask();
 }
 
-static void atfork_child(void)
+FORK_CHILD_PATH static void atfork_child(void)
 {
 	if (!fork_prepared)
 		return;
 	/* A fresh profile: the parent's samples are the parent's to upload. */
-	profiles_reinit_after_fork(&profiles, clock_now_ns(CLOCK_REALTIME));
+	profiles_reinit_after_fork(&profiles, fork_time_ns);
 	threads_atfork_child();
 	modules_atfork_child(real_pthread_create);
 	uploader_atfork_child();
@@ -279,7 +343,8 @@ __attribute__((constructor)) static void ddprof_init(void)
 	}
 	/* Fork children start their uploader thread late, maybe from a safe point that a
 	 * sample finds (agent/hijack.h); our own frames are never one. */
-	rc = hijack_init(uploader_safe_point, (const void *)ddprof_init);
+	rc = hijack_init(uploader_safe_point, (const void *)ddprof_init,
+			 dlsym(RTLD_DEFAULT, "malloc"));
 	if (rc < 0)
 		log_debug("no safe-point redirects (%s): fork children start their uploader "
 			  "thread at once",
@@ -294,7 +359,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	/* Release pairs with the wrapper's acquire. New threads register themselves from
 	 * now on, before the scan, so no thread is missed (one seen twice is armed once). */
 	atomic_store_explicit(&agent_running, true, memory_order_release);
-	threads_start_self(getpid() == sampler_gettid());
+	threads_start_self(getpid() == sampler_gettid(), 0);
 	threads_scan_existing();
 	rc = uploader_start(&cfg, &profiles, real_pthread_create);
 	if (rc < 0)
@@ -315,7 +380,7 @@ out:
 	errno = saved_errno;
 }
 
-__attribute__((destructor)) static void ddprof_fini(void)
+FORK_CHILD_PATH __attribute__((destructor)) static void ddprof_fini(void)
 {
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return;

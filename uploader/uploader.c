@@ -103,8 +103,11 @@ static bool curl_atexit_registered;
  * inherits the wish, not the thread. */
 static bool uploader_wanted;
 /* A fork child's thread is not started yet: it starts at the first need (see
- * start_deferred). Set by the fork child handler, cleared under ctl.lock. */
+ * start_deferred). Set by the fork child handler, cleared under ctl.lock. With the pid
+ * it was set for: in a grandchild, before our child handler ran (another library's
+ * handler may create a thread), the flag is the parent's, and ctl.lock is held. */
 static _Atomic bool spawn_pending;
+static pid_t spawn_pending_pid;
 
 static _Atomic uint64_t st_exported, st_export_failures, st_serialize_failures, st_samples,
     st_dropped, st_bytes, st_serialize_ns, st_uploads_ok, st_uploads_failed, st_uploads_dropped,
@@ -158,7 +161,7 @@ static uint64_t take_profiler_cpu_ns(void)
 	return d;
 }
 
-static void control_init(void)
+FORK_CHILD_PATH static void control_init(void)
 {
 	pthread_mutex_init(ctl.lock, NULL);
 	pthread_condattr_t ca;
@@ -167,7 +170,7 @@ static void control_init(void)
 	pthread_cond_init(&ctl.cond, &ca);
 	pthread_condattr_destroy(&ca);
 	ctl.running = ctl.stop = ctl.done = false;
-	ctl.final_counted = ctl.abandoned = false;
+	ctl.final_counted = ctl.abandoned = ctl.cycling = false;
 	ctl.flush_requested = ctl.flush_completed = 0;
 	ctl.modules_kick = false;
 }
@@ -569,11 +572,12 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 
 /* Normal context: starts the thread a fork child deferred, if it did. quiet: called at
  * a safe point (agent/hijack.h), where the thread may hold stdio's locks: no logging. */
-static void start_deferred(bool quiet)
+FORK_CHILD_PATH static void start_deferred(bool quiet)
 {
 	/* Relaxed: set by the fork child handler before the child had another thread, and
 	 * decided again below under ctl.lock. */
-	if (!atomic_load_explicit(&spawn_pending, memory_order_relaxed))
+	if (!atomic_load_explicit(&spawn_pending, memory_order_relaxed) ||
+	    spawn_pending_pid != getpid())
 		return;
 	pthread_mutex_lock(ctl.lock);
 	bool mine = atomic_exchange_explicit(&spawn_pending, false, memory_order_relaxed);
@@ -619,7 +623,7 @@ static bool flushed(uint64_t gen)
 	return ctl.flush_completed >= gen || ctl.done;
 }
 
-void uploader_stop(uint64_t timeout_ns)
+FORK_CHILD_PATH void uploader_stop(uint64_t timeout_ns)
 {
 	if (up_cfg)
 		timeout_ns = up_cfg->exit_flush_timeout_ns;
@@ -702,7 +706,7 @@ void uploader_atfork_parent(void)
 	pthread_mutex_unlock(ctl.lock);
 }
 
-void uploader_atfork_child(void)
+FORK_CHILD_PATH void uploader_atfork_child(void)
 {
 	static _Atomic uint64_t *const counters[] = {
 	    &st_exported,	 &st_export_failures, &st_serialize_failures, &st_samples,
@@ -734,6 +738,7 @@ void uploader_atfork_child(void)
 	 * safe point (agent/hijack.h). Most children of a fork storm or a pre-fork server
 	 * never sample: they never pay for a thread (pthread_create, and the copy-on-write
 	 * faults of its malloc arena at every later fork of the parent and in the child). */
+	spawn_pending_pid = getpid();
 	atomic_store_explicit(&spawn_pending, true, memory_order_relaxed);
 	/* Safe points need complete walks, so unwind tables: a child forked before its
 	 * parent had built them (the first milliseconds) starts its thread at once, as does

@@ -52,7 +52,7 @@ static double measure_here(unwinder_fn unwind)
 	ucontext_t uc;
 	getcontext(&uc);
 	struct stack_range r;
-	stack_bounds_self(true, &r);
+	stack_bounds_self(true, 0, &r);
 	struct unwind_regs regs = {
 	    .pc = (uintptr_t)uc.uc_mcontext.gregs[REG_RIP],
 	    .sp = (uintptr_t)uc.uc_mcontext.gregs[REG_RSP],

@@ -77,24 +77,30 @@ def test_fork_storm_during_a_slow_upload(ctx):
 
 
 def test_fork_child_starts_its_uploader_thread_only_when_it_samples(ctx):
-    """A fork child gets its uploader thread at its first need: an idle child never has
-    one (and uploads nothing); a compute child gets one from a safe point within about a
-    second, uploads every period while it lives, and computes exactly what it would
-    without the agent."""
+    """A fork child gets its uploader thread at its first need: idle children have none
+    (one that happened to be sampled right after the fork may, and then uploads that
+    sample); a compute child gets one from a safe point within about a second, uploads
+    every period while it lives, and computes exactly what it would without the agent."""
     out = os.path.join(ctx.dir, "out")
     rc, stdout, stderr, _cpu, _wall = run_profiled(
-        [os.path.join(WORKLOADS, "fork_children"), "0.5", "2.6"],
+        [os.path.join(WORKLOADS, "fork_children"), "0.5", "2.6", "8"],
         {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
          "DD_PROFILING_UPLOAD_PERIOD": "1"})
-    m = re.search(r"idle (\d+) tasks (\d+) compute (\d+) tasks (\d+) thread_after_ms (-?\d+) "
+    m = re.search(r"idle (\S+) compute (\d+) tasks (\d+) thread_after_ms (-?\d+) "
                   r"bad (\d+) cpu_seconds ([0-9.]+)", stdout)
     check(rc == 0 and m, "fork_children exit %d printed %r: %s" % (rc, stdout, stderr[-500:]))
-    idle, idle_tasks, compute, compute_tasks, after_ms, bad = (int(g) for g in m.groups()[:6])
-    cpu = float(m.group(7))
+    idle = [tuple(int(x) for x in e.split(":")) for e in m.group(1).split(",")]
+    compute, compute_tasks, after_ms, bad = (int(g) for g in m.groups()[1:5])
+    cpu = float(m.group(6))
     by_pid = files_by_pid(out)
-    check(idle_tasks == 1, "the idle child had %d threads: an uploader it never needed"
-          % idle_tasks)
-    check(idle not in by_pid, "the idle child uploaded %d profile(s)" % len(by_pid.get(idle, [])))
+    # Each idle child runs some 100 us of CPU after the fork: at 1 kHz, with the first
+    # expiry spread over a period, a few of them may take a sample. Those must upload it.
+    threadless = [pid for pid, tasks in idle if tasks == 1]
+    check(len(threadless) >= 6, "only %d of %d idle children had no uploader thread: %s"
+          % (len(threadless), len(idle), idle))
+    for pid, tasks in idle:
+        check(tasks == 1 or pid in by_pid,
+              "idle child %d had %d threads but uploaded nothing" % (pid, tasks))
     check(compute_tasks == 2 and 0 <= after_ms <= 1500,
           "the compute child's uploader thread: %d threads, first seen after %d ms"
           % (compute_tasks, after_ms))
@@ -107,8 +113,8 @@ def test_fork_child_starts_its_uploader_thread_only_when_it_samples(ctx):
     got = app_total(profs, ti) / 1e9
     check(abs(got - cpu) <= 0.1 * cpu, "compute child: %.3f s in its profiles, %.3f s of CPU"
           % (got, cpu))
-    return "idle child: 1 thread, no profile; compute child: thread after %d ms, %d profiles, " \
-        "%.2f/%.2f s" % (after_ms, len(files), got, cpu)
+    return "%d/%d idle children without a thread; compute child: thread after %d ms, " \
+        "%d profiles, %.2f/%.2f s" % (len(threadless), len(idle), after_ms, len(files), got, cpu)
 
 
 def test_fork_exec_child_is_profiled(ctx):
@@ -135,7 +141,7 @@ def test_fork_exec_child_is_profiled(ctx):
 
 
 GUNICORN_APP = '''
-import os, time
+import atexit, os, time
 def burn(n):
     x = 0
     for i in range(n):
@@ -147,6 +153,10 @@ def application(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain"),
                               ("Content-Length", str(len(body)))])
     return [body]
+def cpu_at_exit():
+    with open(os.path.join(os.environ["CPU_DIR"], "cpu-%d" % os.getpid()), "w") as f:
+        f.write("%.6f" % time.process_time())
+atexit.register(cpu_at_exit)
 '''
 
 
@@ -169,7 +179,8 @@ def test_gunicorn_recycled_workers(ctx):
         if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
             del env[k]
     env.update({"LD_PRELOAD": LIB, "DD_PROFILING_OUTPUT_DIR": out,
-                "DD_PROFILING_CPU_HZ": "1000", "DD_PROFILING_UPLOAD_PERIOD": "1"})
+                "DD_PROFILING_CPU_HZ": "1000", "DD_PROFILING_UPLOAD_PERIOD": "1",
+                "CPU_DIR": ctx.dir})
     master = subprocess.Popen(
         [PYTHON, "-m", "gunicorn", "-w", "3", "--max-requests", "25",
          "--max-requests-jitter", "5", "-b", "127.0.0.1:%d" % port, "--chdir", ctx.dir,
@@ -229,12 +240,20 @@ def test_gunicorn_recycled_workers(ctx):
     missing = sorted(p for p in served if p not in by_pid)
     check(not missing, "workers %s served requests but have no profile" % missing)
     check(master.pid in by_pid, "no profile for the master %d" % master.pid)
+    exits_seen = 0
     for pid, cpu in served.items():
         profs = dump(by_pid[pid])
         ti = value_index(profs[0], "cpu-time")
         total = app_total(profs, ti) / 1e9
         # A worker's own CPU clock starts at fork; the master's samples (its imports,
-        # worker management) must not reappear here.
+        # worker management) must not reappear here. Its CPU when Python's exit began
+        # (atexit in the app) counts what it did after its last request too.
+        try:
+            with open(os.path.join(ctx.dir, "cpu-%d" % pid)) as f:
+                cpu = max(cpu, float(f.read()))
+            exits_seen += 1
+        except OSError:
+            pass
         check(total <= cpu + 0.15, "worker %d profile holds %.2f s but used %.2f s of CPU"
               % (pid, total, cpu))
         spans = sorted((p["time_nanos"], p["time_nanos"] + p["duration_nanos"]) for p in profs)
@@ -242,5 +261,5 @@ def test_gunicorn_recycled_workers(ctx):
             check(s1 >= e0, "worker %d profiles overlap" % pid)
         check(all(p["process_ids"] == [pid] for p in profs),
               "worker %d profile carries process ids %s" % (pid, [p["process_ids"] for p in profs]))
-    return "%d workers served 300 requests, %d profiles, master exit 0" % (
-        len(served), sum(len(v) for v in by_pid.values()))
+    return "%d workers served 300 requests (%d reported their CPU at exit), %d profiles, " \
+        "master exit 0" % (len(served), exits_seen, sum(len(v) for v in by_pid.values()))

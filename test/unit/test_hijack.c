@@ -3,11 +3,11 @@
  *
  * A thread-CPU timer at 1 kHz interrupts a deterministic computation; the handler
  * unwinds with DWARF, as the sampler does, and offers each sample to hijack_try. The
- * redirected function must run outside the handler (the signal unblocked), be able to
- * create a thread, and leave the computation exactly as it was (every result compared
- * with one computed before, errno kept). Samples whose stack holds a libc frame below
- * the application's (a qsort comparator) or that did not unwind completely must never
- * redirect.
+ * redirected function must run after the handler returned, with every signal blocked,
+ * be able to create a thread, and leave the computation exactly as it was (every
+ * result compared with one computed before, errno and the signal mask kept). Samples whose stack
+ * holds a libc frame below the application's (a qsort comparator) or that did not unwind completely
+ * must never redirect.
  */
 #include <check.h>
 #include <errno.h>
@@ -29,7 +29,9 @@
 
 static uintptr_t stack_hi;
 static _Atomic int redirects_seen;  /* by the redirected function */
-static _Atomic int in_handler_runs; /* ... that found the signal blocked */
+static _Atomic int in_handler_runs; /* ... that ran while the handler had not returned */
+static _Atomic int unmasked_runs;   /* ... that ran with some signal deliverable */
+static volatile sig_atomic_t handler_active;
 static _Atomic int threads_made;
 static _Atomic int threads_ran;
 static int rearm_until;
@@ -44,10 +46,13 @@ static void *thread_body(void *arg)
 /* The redirected function: normal context on the interrupted thread. */
 static void on_safe_point(void)
 {
+	if (handler_active)
+		atomic_fetch_add(&in_handler_runs, 1);
 	sigset_t cur;
 	sigprocmask(SIG_BLOCK, NULL, &cur);
-	if (sigismember(&cur, TEST_SIGNAL))
-		atomic_fetch_add(&in_handler_runs, 1);
+	if (!sigismember(&cur, TEST_SIGNAL) || !sigismember(&cur, SIGUSR1) ||
+	    !sigismember(&cur, SIGTERM))
+		atomic_fetch_add(&unmasked_runs, 1);
 	errno = EIO; /* must not leak into the interrupted code */
 	pthread_t t;
 	pthread_attr_t attr;
@@ -67,6 +72,7 @@ static void handler(int signo, siginfo_t *si, void *ucv)
 {
 	(void)signo;
 	int saved = errno;
+	handler_active = 1;
 	const ucontext_t *uc = ucv;
 	struct unwind_regs regs = {
 	    .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
@@ -77,6 +83,7 @@ static void handler(int signo, siginfo_t *si, void *ucv)
 	uint32_t n = unwind_dwarf(&regs, pcs, UNWIND_MAX_DEPTH);
 	atomic_fetch_add_explicit(&samples, 1, memory_order_relaxed);
 	hijack_try(ucv, si, pcs, n);
+	handler_active = 0;
 	errno = saved;
 }
 
@@ -85,9 +92,9 @@ static void setup(void)
 	modules_init();
 	ck_assert_int_gt(modules_refresh(), 3);
 	struct stack_range r;
-	ck_assert(stack_bounds_self(true, &r));
+	ck_assert(stack_bounds_self(true, 0, &r));
 	stack_hi = r.hi;
-	ck_assert_int_eq(hijack_init(on_safe_point, NULL), 0);
+	ck_assert_int_eq(hijack_init(on_safe_point, NULL, NULL), 0);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
@@ -137,12 +144,18 @@ static int run_checked(double cpu_budget, int (*stop)(void))
 	for (unsigned s = 0; s < 8; s++)
 		ref[s] = compute(s, &ref_hash[s]);
 	int bad = 0;
+	sigset_t mask0, mask;
+	sigprocmask(SIG_BLOCK, NULL, &mask0);
 	double until = cpu_seconds() + cpu_budget;
 	for (unsigned s = 0; cpu_seconds() < until && !(stop && stop()); s = (s + 1) % 8) {
 		errno = 4242;
 		unsigned long h;
 		double v = compute(s, &h);
 		if (v != ref[s] || h != ref_hash[s] || errno != 4242)
+			bad++;
+		sigprocmask(SIG_BLOCK, NULL, &mask);
+		if (sigismember(&mask, SIGUSR1) != sigismember(&mask0, SIGUSR1) ||
+		    sigismember(&mask, TEST_SIGNAL) != sigismember(&mask0, TEST_SIGNAL))
 			bad++;
 	}
 	return bad;
@@ -167,6 +180,7 @@ START_TEST(redirect_runs_outside_the_handler_and_resumes_exactly)
 		      atomic_load(&samples), (unsigned long long)st.refused);
 	ck_assert_uint_eq(st.redirects, (uint64_t)rearm_until);
 	ck_assert_int_eq(atomic_load(&in_handler_runs), 0);
+	ck_assert_int_eq(atomic_load(&unmasked_runs), 0);
 	ck_assert_int_eq(atomic_load(&threads_made), rearm_until);
 	for (int i = 0; i < 2000 && atomic_load(&threads_ran) < rearm_until; i++)
 		usleep(1000);

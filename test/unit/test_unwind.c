@@ -26,7 +26,7 @@ static uintptr_t descend_ret; /* return address of the recursive call in descend
 static void unwind_here(const ucontext_t *uc)
 {
 	struct stack_range r;
-	ck_assert(stack_bounds_self(true, &r));
+	ck_assert(stack_bounds_self(true, 0, &r));
 	struct unwind_regs regs = {
 	    .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
 	    .sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],

@@ -1,14 +1,14 @@
 /*
- * fork_children.c - two fork children of a warmed-up parent: one idle, one computing.
+ * fork_children.c - fork children of a warmed-up parent: idle ones and one computing.
  *
- * usage: fork_children WARMUP_S CHILD_S
+ * usage: fork_children WARMUP_S CHILD_S [IDLE=1]
  * The parent burns WARMUP_S of CPU (a profiler has built its unwind tables by then),
- * then forks an idle child (sleeps CHILD_S, exit(0)) and a compute child (burns CHILD_S
- * of CPU in child_burn, checking every result against one computed before, then
- * exit(0)). Meanwhile it polls /proc/PID/task of both every 20 ms.
- * Prints "idle PID tasks N compute PID tasks M thread_after_ms T bad B cpu_seconds C":
- * N, M: most threads seen in each child; T: when the compute child first had a second
- * thread (-1: never); B: results that differed; C: the compute child's own CPU time.
+ * then forks IDLE idle children (each sleeps CHILD_S, exit(0)) and a compute child
+ * (burns CHILD_S of CPU in child_burn, checking every result against one computed
+ * before, then exit(0)). Meanwhile it polls /proc/PID/task of all every 20 ms.
+ * Prints "idle PID:N,PID:N,... compute PID tasks M thread_after_ms T bad B cpu_seconds
+ * C": N, M: most threads seen in each child; T: when the compute child first had a
+ * second thread (-1: never); B: results that differed; C: the compute child's CPU time.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -59,11 +59,14 @@ static int tasks_of(pid_t pid)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: fork_children WARMUP_S CHILD_S\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: fork_children WARMUP_S CHILD_S [IDLE]\n");
 		return 2;
 	}
 	double warmup = atof(argv[1]), child_s = atof(argv[2]);
+	int n_idle = argc > 3 ? atoi(argv[3]) : 1;
+	if (n_idle < 1 || n_idle > 64)
+		n_idle = 1;
 	unsigned long h;
 	volatile double sink = 0;
 	double until = now_s(CLOCK_THREAD_CPUTIME_ID) + warmup;
@@ -75,11 +78,18 @@ int main(int argc, char **argv)
 	if (shared == MAP_FAILED)
 		return 1;
 	fflush(stdout);
-	pid_t idle = fork();
-	if (idle == 0) {
-		struct timespec ts = {(time_t)child_s, (long)((child_s - (long)child_s) * 1e9)};
-		nanosleep(&ts, NULL);
-		exit(0);
+	pid_t idle[64];
+	int idle_max[64] = {0};
+	for (int i = 0; i < n_idle; i++) {
+		idle[i] = fork();
+		if (idle[i] == 0) {
+			struct timespec ts = {(time_t)child_s,
+					      (long)((child_s - (long)child_s) * 1e9)};
+			nanosleep(&ts, NULL);
+			exit(0);
+		}
+		if (idle[i] < 0)
+			return 1;
 	}
 	double t_fork = now_s(CLOCK_MONOTONIC);
 	pid_t compute = fork();
@@ -101,14 +111,17 @@ int main(int argc, char **argv)
 			    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 		exit(0);
 	}
-	if (idle < 0 || compute < 0)
+	if (compute < 0)
 		return 1;
-	int idle_max = 0, compute_max = 0;
+	int compute_max = 0;
 	double thread_after = -1;
-	int live = 2;
+	int live = n_idle + 1;
 	while (live > 0) {
-		int ti = tasks_of(idle), tc = tasks_of(compute);
-		idle_max = ti > idle_max ? ti : idle_max;
+		for (int i = 0; i < n_idle; i++) {
+			int ti = tasks_of(idle[i]);
+			idle_max[i] = ti > idle_max[i] ? ti : idle_max[i];
+		}
+		int tc = tasks_of(compute);
 		compute_max = tc > compute_max ? tc : compute_max;
 		if (tc >= 2 && thread_after < 0)
 			thread_after = now_s(CLOCK_MONOTONIC) - t_fork;
@@ -121,9 +134,11 @@ int main(int argc, char **argv)
 		}
 		usleep(20000);
 	}
-	printf("idle %d tasks %d compute %d tasks %d thread_after_ms %.0f bad %.0f "
-	       "cpu_seconds %.3f\n",
-	       (int)idle, idle_max, (int)compute, compute_max,
-	       thread_after < 0 ? -1.0 : thread_after * 1e3, shared[0], shared[1]);
+	printf("idle ");
+	for (int i = 0; i < n_idle; i++)
+		printf("%s%d:%d", i ? "," : "", (int)idle[i], idle_max[i]);
+	printf(" compute %d tasks %d thread_after_ms %.0f bad %.0f cpu_seconds %.3f\n",
+	       (int)compute, compute_max, thread_after < 0 ? -1.0 : thread_after * 1e3, shared[0],
+	       shared[1]);
 	return 0;
 }
