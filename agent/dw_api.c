@@ -1,9 +1,10 @@
 /*
  * dw_api.c - dlopen of libdw and dlsym of its functions (see dw_api.h).
  *
- * Context: uploader thread, one caller at a time. The handle is never dlclosed: the
- * symbolizer's Dwfl sessions and the strings they return point into the library, and
- * a process loads it at most once anyway (the test reset keeps old handles open too).
+ * Context: uploader thread, one caller at a time. The handle is closed only when no
+ * Dwfl session is open (dw_api_unload): the sessions and the strings they return point
+ * into the library. The symbolizer keeps copies of what it names (agent/sym_cache.c).
+ * dlopen and dlclose run under the fork guard (common/dl_guard.h).
  */
 #include "dw_api.h"
 
@@ -11,18 +12,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/dl_guard.h"
 #include "common/log.h"
 
 enum dw_state { DW_UNTRIED, DW_READY, DW_MISSING };
 
 static enum dw_state state = DW_UNTRIED;
 static struct dw_api api;
+static void *handle;
+static unsigned sessions;
 static const char *soname = DW_API_SONAME;
 
 static bool load(void)
 {
 	/* RTLD_LOCAL: libdw's symbols must not interpose on anything of the application. */
+	dl_guard_lock();
 	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	dl_guard_unlock();
 	if (!h) {
 		log_info("%s not loadable (%s): function names from ELF symbol tables only, no "
 			 "inlined frames or lines",
@@ -40,10 +46,36 @@ static bool load(void)
 #undef DW_API_RESOLVE
 	if (missing) {
 		log_warn("%s lacks %s: symbolizing from ELF symbol tables only", soname, missing);
+		dl_guard_lock();
 		dlclose(h);
+		dl_guard_unlock();
 		return false;
 	}
 	api = t;
+	handle = h;
+	return true;
+}
+
+void dw_api_session_opened(void)
+{
+	sessions++;
+}
+
+void dw_api_session_closed(void)
+{
+	if (sessions > 0)
+		sessions--;
+}
+
+bool dw_api_unload(void)
+{
+	if (state != DW_READY || sessions > 0 || !handle)
+		return false;
+	dl_guard_lock();
+	dlclose(handle);
+	dl_guard_unlock();
+	handle = NULL;
+	state = DW_UNTRIED;
 	return true;
 }
 

@@ -1,8 +1,11 @@
 /*
  * dw_api.h - libdw/libdwfl loaded at run time: the table of the functions we call.
  *
- * Owns: the one dlopen of libdw.so.1 (never closed) and the function pointers resolved
- * from it. The library is not linked (invariant 7 of the design: the injected library
+ * Owns: the dlopen of libdw.so.1 and the function pointers resolved from it, and the
+ * count of open libdwfl sessions: dw_api_unload closes the library (and libelf, libz,
+ * liblzma and libbz2 with it) when none is open, so that a process that forks does not
+ * copy their 25 mappings at every fork between two uploads; the next dw_api_get loads
+ * it again (~0.3 ms). The library is not linked (invariant 7 of the design: the injected library
  * stays cheap to load); <elfutils/libdwfl.h> is included for types only. The first
  * dw_api_get() loads it; when libdw is missing or lacks a function, every later call
  * returns NULL at once and the symbolizer falls back to libelf symbol tables.
@@ -11,6 +14,8 @@
  */
 #ifndef DDPROF_AGENT_DW_API_H
 #define DDPROF_AGENT_DW_API_H
+
+#include <stdbool.h>
 
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -52,8 +57,17 @@ struct dw_api {
 #undef DW_API_MEMBER
 };
 
-/* The loaded table, or NULL when libdw cannot be used (tried once). */
+/* The loaded table, or NULL when libdw cannot be used (tried once). Valid until
+ * dw_api_unload. */
 const struct dw_api *dw_api_get(void);
+
+/* Around every libdwfl session (sym_dwarf_open / sym_dwarf_close). */
+void dw_api_session_opened(void);
+void dw_api_session_closed(void);
+
+/* Unloads libdw when it is loaded and no session is open; dw_api_get loads it again.
+ * Returns whether it unloaded. */
+bool dw_api_unload(void);
 
 /*
  * Tests only: forget what was loaded (the handle stays open) so that the next

@@ -144,6 +144,7 @@ struct sym_dwarf *sym_dwarf_open(const struct dw_api *api, const char *path)
 		free(d);
 		return NULL;
 	}
+	dw_api_session_opened();
 	return d;
 }
 
@@ -153,6 +154,7 @@ void sym_dwarf_close(struct sym_dwarf *d)
 		return;
 	d->api->dwfl_end(d->dwfl);
 	free(d);
+	dw_api_session_closed();
 }
 
 int sym_dwarf_read_symbols(struct sym_dwarf *d, struct sym_table *t)

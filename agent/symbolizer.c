@@ -88,7 +88,8 @@ struct symbolizer {
 	size_t nmaps, capmaps;
 	const struct dw_api *api;
 	bool api_tried;
-	uint64_t gen; /* refresh count */
+	bool names_only; /* symbolizer_set_names_only */
+	uint64_t gen;	 /* refresh count */
 	size_t cache_limit;
 	struct symbolizer_stats st;
 };
@@ -239,6 +240,11 @@ static void apply_budget(struct symbolizer *s)
 	s->nmods = w;
 }
 
+void symbolizer_set_names_only(struct symbolizer *s, bool on)
+{
+	s->names_only = on;
+}
+
 void symbolizer_release_dwarf(struct symbolizer *s)
 {
 	for (size_t i = 0; s && i < s->nmods; i++) {
@@ -248,6 +254,12 @@ void symbolizer_release_dwarf(struct symbolizer *s)
 			m->dw = NULL;
 			s->st.dwfl_sessions_ended++;
 		}
+	}
+	/* No session left: libdw and its libraries go too (dw_api.h); the next miss
+	 * loads them again. */
+	if (s && s->api && dw_api_unload()) {
+		s->api = NULL;
+		s->api_tried = false;
 	}
 }
 
@@ -431,7 +443,7 @@ static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 	struct sym_frame fr[SYM_MAX_FRAMES];
 	size_t n = 0;
 	module_symbols(s, m);
-	struct sym_dwarf *dw = module_dwarf(s, m);
+	struct sym_dwarf *dw = s->names_only ? NULL : module_dwarf(s, m);
 	if (dw) {
 		bool err = false;
 		n = sym_dwarf_frames(dw, vaddr, fr, SYM_MAX_FRAMES, &err);

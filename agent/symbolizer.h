@@ -68,10 +68,16 @@ void symbolizer_free(struct symbolizer *s);
  * the number of mappings or a negative errno. Invalidates strings of earlier results. */
 int symbolizer_refresh(struct symbolizer *s);
 /* Ends every libdwfl session now, giving back the DWARF data they hold (often several
- * MiB of decompressed debug sections); the pc caches stay, and sessions reopen when a
- * new pc needs them. For processes that fork often: each fork copies the page tables
- * of all that memory and the child may copy the pages themselves. */
+ * MiB of decompressed debug sections), and unloads libdw (agent/dw_api.h); the pc
+ * caches stay, and sessions reopen when a new pc needs them. Each fork copies the page
+ * tables of all that memory and those libraries, and the child may copy pages. */
 void symbolizer_release_dwarf(struct symbolizer *s);
+/* On: misses are named from the symbol tables only (the separate debug file's
+ * included), without DWARF's files, lines and inlined frames, whose sections a first
+ * use decompresses (~50 ms for libc's debug info). For the last profile of a process
+ * that holds little: a short-lived fork child must not spend that long in its exit.
+ * Such results are cached like the others: nothing symbolizes after a last profile. */
+void symbolizer_set_names_only(struct symbolizer *s, bool on);
 
 /*
  * Adds an executable mapping that /proc/self/maps no longer shows (a library dlopen'd

@@ -8,14 +8,18 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "common/dl_guard.h"
 #include "common/log.h"
 
 static struct z_api api;
 static enum { Z_UNTRIED, Z_READY, Z_MISSING } state;
+static void *handle;
 
 static bool load(void)
 {
+	dl_guard_lock();
 	void *h = dlopen(Z_API_SONAME, RTLD_NOW | RTLD_LOCAL);
+	dl_guard_unlock();
 	if (!h) {
 		log_warn("cannot load %s (%s): profiles cannot be compressed", Z_API_SONAME,
 			 dlerror());
@@ -36,7 +40,19 @@ static bool load(void)
 	memcpy(&api.deflate, &f[1], sizeof(f[1]));
 	memcpy(&api.deflateEnd, &f[2], sizeof(f[2]));
 	memcpy(&api.crc32, &f[3], sizeof(f[3]));
+	handle = h;
 	return true;
+}
+
+void z_api_unload(void)
+{
+	if (state != Z_READY || !handle)
+		return;
+	dl_guard_lock();
+	dlclose(handle);
+	dl_guard_unlock();
+	handle = NULL;
+	state = Z_UNTRIED;
 }
 
 const struct z_api *z_api_get(void)

@@ -27,4 +27,8 @@ struct z_api {
 /* Loads zlib at the first call; NULL (warned once) when it cannot be. */
 const struct z_api *z_api_get(void);
 
+/* Unloads zlib (a fork copies every mapping of a loaded library); the next z_api_get
+ * loads it again (~0.1 ms). Callers must not keep the table across it. */
+void z_api_unload(void);
+
 #endif

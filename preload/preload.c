@@ -30,6 +30,7 @@
 #include "agent/unwind.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/dl_guard.h"
 #include "common/log.h"
 #include "preload/ddprof.h"
 #include "uploader/uploader.h"
@@ -205,6 +206,7 @@ static void atfork_prepare(void)
 		return;
 	fork_time_ns = clock_now_ns(CLOCK_REALTIME);
 	block_sampling_signal();
+	dl_guard_atfork_prepare(); /* first: no other lock is held while it waits */
 	uploader_atfork_prepare();
 	threads_atfork_prepare();
 	modules_atfork_prepare();
@@ -217,6 +219,7 @@ static void atfork_parent(void)
 	modules_atfork_parent();
 	threads_atfork_parent();
 	uploader_atfork_parent();
+	dl_guard_atfork_parent();
 	restore_signal_mask();
 }
 
@@ -229,6 +232,7 @@ FORK_CHILD_PATH static void atfork_child(void)
 	threads_atfork_child();
 	modules_atfork_child(real_pthread_create);
 	uploader_atfork_child();
+	dl_guard_atfork_child();
 	restore_signal_mask();
 }
 
@@ -331,6 +335,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	 * walks frame pointers. */
 	modules_init();
 	uploader_place_lock();
+	dl_guard_place(fork_local_alloc(sizeof(pthread_mutex_t)));
 	if (seccomp_filtered()) {
 		/* A filter may kill us on process_vm_readv: only read the stack directly. */
 		unwind_set_guarded_reads(false);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/dl_guard.h"
 #include "common/log.h"
 
 /* Debian and most distributions ship the OpenSSL build as libcurl.so.4; some hosts only
@@ -76,8 +77,11 @@ static void openssl_no_atexit(void *curl_lib)
 static int load(void)
 {
 	void *lib = NULL;
-	for (size_t i = 0; !lib && i < sizeof(curl_sonames) / sizeof(curl_sonames[0]); i++)
+	for (size_t i = 0; !lib && i < sizeof(curl_sonames) / sizeof(curl_sonames[0]); i++) {
+		dl_guard_lock();
 		lib = dlopen(curl_sonames[i], RTLD_NOW | RTLD_LOCAL);
+		dl_guard_unlock();
+	}
 	if (!lib) {
 		log_warn("cannot load libcurl (%s): profiles are not uploaded over HTTP; "
 			 "install libcurl4",
@@ -91,7 +95,9 @@ static int load(void)
 			log_warn("libcurl lacks %s (7.66 or later is needed): profiles are not "
 				 "uploaded over HTTP",
 				 symbols[i].name);
+			dl_guard_lock();
 			dlclose(lib);
+			dl_guard_unlock();
 			return -1;
 		}
 		/* POSIX guarantees a function pointer round-trips through void *. */

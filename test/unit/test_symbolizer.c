@@ -502,6 +502,69 @@ START_TEST(test_libc_thread_roots_are_named_with_libc6_dbg)
 }
 END_TEST
 
+START_TEST(test_names_only_mode_names_without_lines)
+{
+	symbolizer_set_names_only(sym, true);
+	uintptr_t pc = (uintptr_t)host_fn();
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	size_t n = frames_of(pc, true, fr);
+	ck_assert_msg(n == 1, "%zu frames in names-only mode, expected the function alone", n);
+	ck_assert_str_eq(fr[0].function, "sym_inline_host");
+	ck_assert_ptr_null(fr[0].file);
+	ck_assert_int_eq(fr[0].line, 0);
+	struct symbolizer_stats st;
+	symbolizer_get_stats(sym, &st);
+	ck_assert_uint_eq(st.dwarf_lookups, 0);
+	/* libc-internal names still come from the debug file's symbol table. */
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	void *libc_fn = dlsym(libc, "pthread_create");
+	dlclose(libc);
+	int idx = symbolizer_find_mapping(sym, (uintptr_t)libc_fn);
+	ck_assert_int_ge(idx, 0);
+	if (!debug_file_exists(symbolizer_mapping(sym, idx)->build_id))
+		return;
+	struct bt b = {.n = 0};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, bt_thread, &b), 0);
+	pthread_join(t, NULL);
+	bool start_thread = false;
+	for (int i = 0; i < b.n; i++) {
+		n = frames_of((uintptr_t)b.pcs[i], true, fr);
+		start_thread |=
+		    n == 1 && strcmp(fr[0].function, "start_thread") == 0 && !fr[0].file;
+	}
+	ck_assert_msg(start_thread, "start_thread not named in names-only mode");
+}
+END_TEST
+
+/* Whether libdw is mapped (the probe's own reference is dropped again). */
+static bool libdw_loaded(void)
+{
+	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (h)
+		dlclose(h);
+	return h != NULL;
+}
+
+START_TEST(test_release_unloads_libdw_and_a_miss_loads_it_again)
+{
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	uintptr_t plain = (uintptr_t)plain_fn();
+	ck_assert_uint_eq(frames_of(plain, true, fr), 1);
+	ck_assert(libdw_loaded());
+	symbolizer_release_dwarf(sym);
+	ck_assert_msg(!libdw_loaded(), "libdw still loaded after the release");
+	/* The cache answers what was named; a new pc loads libdw again, lines included. */
+	ck_assert_uint_eq(frames_of(plain, true, fr), 1);
+	assert_frame(&fr[0], "sym_plain_target", THIS_FILE, plain_line);
+	ck_assert_msg(!libdw_loaded(), "a cached pc loaded libdw");
+	uintptr_t pc = (uintptr_t)host_fn();
+	ck_assert_uint_eq(frames_of(pc, true, fr), 2);
+	assert_frame(&fr[0], "sym_inlined_leaf", THIS_FILE, leaf_line);
+	ck_assert(libdw_loaded());
+}
+END_TEST
+
 /* Replaces the fixture's symbolizer by one that cannot load libdw. */
 static void use_symbolizer_without_libdw(void)
 {
@@ -654,6 +717,8 @@ int main(void)
 	tcase_add_test(tc, test_entry_code_of_a_stripped_program_is_start);
 	tcase_add_test(tc, test_entry_rule_without_libdw);
 	tcase_add_test(tc, test_malformed_files_do_not_crash);
+	tcase_add_test(tc, test_names_only_mode_names_without_lines);
+	tcase_add_test(tc, test_release_unloads_libdw_and_a_miss_loads_it_again);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
 }
