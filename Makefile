@@ -65,7 +65,7 @@ $(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
 SYMFIX_DIR := $(BUILD)/test/symfix
 SYMFIX := $(SYMFIX_DIR)/libsymfix.so $(SYMFIX_DIR)/libsymfix_stripped.so \
 	$(SYMFIX_DIR)/symfix_stripped_exe $(SYMFIX_DIR)/libsymfix_linked.so \
-	$(SYMFIX_DIR)/libsymfix_crc.so
+	$(SYMFIX_DIR)/libsymfix_crc.so $(SYMFIX_DIR)/libsymfix_gz.so
 $(BUILD)/test/test_symbolizer: test/unit/test_symbolizer.c $(SYMFIX_DIR)/symfix_cxx.o $(SYMFIX) \
 		$(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
 	@echo "  CC      $@"
@@ -81,6 +81,12 @@ $(SYMFIX_DIR)/libsymfix.so: test/unit/fixtures/symfix.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) -shared -fPIC -O0 -g -fvisibility=hidden -Wall -Werror $< -o $@
+
+# Its DWARF compressed (zlib): small enough for the decompression budget.
+$(SYMFIX_DIR)/libsymfix_gz.so: test/unit/fixtures/symfix.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O0 -g -gz=zlib -fvisibility=hidden -Wall -Werror $< -o $@
 
 $(SYMFIX_DIR)/libsymfix_stripped.so: $(SYMFIX_DIR)/libsymfix.so
 	@strip --strip-all -o $@ $<

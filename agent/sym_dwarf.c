@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/elf_image.h"
 #include "agent/sym_elf.h"
 
 #include "common/log.h"
@@ -34,13 +35,72 @@ struct sym_dwarf {
 	Dwfl_Callbacks callbacks; /* dwfl_begin keeps a pointer to it: lives as long */
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
-	int debug_info; /* -1 not checked yet, 0 none, 1 found */
+	int debug_info; /* -1 not checked yet, 0 none (or over the budget), 1 found */
+	char *path;	/* the module's file */
 };
+
+#define DEBUG_DIR "/usr/lib/debug" /* the debuglink search's global directory */
+
+/*
+ * libdw decompresses every compressed DWARF section of a file when it first reads its
+ * DWARF, into the profiler's memory, and keeps it while the session lives: libc6-dbg's
+ * debug file alone is 10 MB decompressed, ~16 MB of peak RSS with libdw's own tables.
+ * Past this many bytes, a module is named from its symbol tables only (no files, lines
+ * or inlined frames). Uncompressed DWARF is mapped from the file, not copied: it does
+ * not count.
+ */
+#define DWARF_DECOMPRESS_MAX ((uint64_t)4 << 20)
+static const char *const dwarf_sections[] = {
+    ".debug_info",    ".debug_abbrev", ".debug_line",	     ".debug_line_str", ".debug_str",
+    ".debug_aranges", ".debug_ranges", ".debug_rnglists",    ".debug_loc",	".debug_loclists",
+    ".debug_addr",    ".debug_types",  ".debug_str_offsets", ".debug_macro",	".debug_macinfo",
+};
+
+/* Bytes the compressed DWARF sections of path take once decompressed (0: none, or the
+ * file cannot be read). */
+static uint64_t dwarf_decompressed_bytes(const char *path)
+{
+	struct elf_image im;
+	if (elf_image_open(&im, path) < 0)
+		return 0;
+	uint64_t total = 0;
+	for (size_t i = 0; i < sizeof(dwarf_sections) / sizeof(dwarf_sections[0]); i++) {
+		struct elf_section sec;
+		uint64_t size; /* Elf64_Chdr: ch_type, ch_reserved, ch_size, ch_addralign */
+		if (elf_image_section(&im, dwarf_sections[i], 0, &sec) &&
+		    (sec.flags & SHF_COMPRESSED) && sec.len >= 24) {
+			memcpy(&size, sec.data + 8, sizeof(size));
+			total += size;
+		}
+	}
+	elf_image_close(&im);
+	return total;
+}
+
+/* Whether the module's DWARF fits the budget: its own sections and those of its
+ * separate debug file found by build id (where Debian's -dbg packages put them). */
+static bool dwarf_within_budget(const char *path)
+{
+	uint64_t bytes = dwarf_decompressed_bytes(path);
+	struct sym_elf_info info;
+	if (sym_elf_read_info(path, &info) == 0 && strlen(info.build_id) > 2) {
+		char dbg[PATH_MAX];
+		snprintf(dbg, sizeof(dbg), DEBUG_DIR "/.build-id/%.2s/%s.debug", info.build_id,
+			 info.build_id + 2);
+		bytes += dwarf_decompressed_bytes(dbg);
+	}
+	if (bytes <= DWARF_DECOMPRESS_MAX)
+		return true;
+	log_debug("%s: %llu KiB of compressed DWARF to decompress, over the %llu KiB budget: "
+		  "functions from symbol tables, no lines",
+		  path, (unsigned long long)(bytes >> 10),
+		  (unsigned long long)(DWARF_DECOMPRESS_MAX >> 10));
+	return false;
+}
 
 /* NULL selects libdwfl's default search path for build ids (/usr/lib/debug). */
 static char *default_debuginfo_path;
 
-#define DEBUG_DIR "/usr/lib/debug" /* the debuglink search's global directory */
 #define CRC_CHUNK 65536
 
 /* zlib's crc32 is the .gnu_debuglink CRC (CRC-32, polynomial 0xedb88320). */
@@ -126,11 +186,17 @@ struct sym_dwarf *sym_dwarf_open(const struct dw_api *api, const char *path)
 		return NULL;
 	d->api = api;
 	d->debug_info = -1;
+	d->path = strdup(path);
+	if (!d->path) {
+		free(d);
+		return NULL;
+	}
 	d->callbacks.find_elf = find_elf_none;
 	d->callbacks.find_debuginfo = find_debuginfo_local;
 	d->callbacks.debuginfo_path = &default_debuginfo_path;
 	d->dwfl = api->dwfl_begin(&d->callbacks);
 	if (!d->dwfl) {
+		free(d->path);
 		free(d);
 		return NULL;
 	}
@@ -141,6 +207,7 @@ struct sym_dwarf *sym_dwarf_open(const struct dw_api *api, const char *path)
 	if (api->dwfl_report_end(d->dwfl, NULL, NULL) != 0 || !d->mod) {
 		log_debug("libdwfl cannot read %s: %s", path, api->dwfl_errmsg(-1));
 		api->dwfl_end(d->dwfl);
+		free(d->path);
 		free(d);
 		return NULL;
 	}
@@ -153,6 +220,7 @@ void sym_dwarf_close(struct sym_dwarf *d)
 	if (!d)
 		return;
 	d->api->dwfl_end(d->dwfl);
+	free(d->path);
 	free(d);
 	dw_api_session_closed();
 }
@@ -188,7 +256,8 @@ bool sym_dwarf_has_debug_info(struct sym_dwarf *d)
 {
 	if (d->debug_info < 0) {
 		Dwarf_Addr bias;
-		d->debug_info = d->api->dwfl_module_getdwarf(d->mod, &bias) != NULL;
+		d->debug_info = dwarf_within_budget(d->path) &&
+				d->api->dwfl_module_getdwarf(d->mod, &bias) != NULL;
 	}
 	return d->debug_info == 1;
 }

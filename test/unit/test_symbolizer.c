@@ -327,6 +327,25 @@ START_TEST(test_noted_module_symbolizes_a_dlclosed_library)
 }
 END_TEST
 
+START_TEST(test_small_compressed_dwarf_gives_lines)
+{
+	char path[PATH_MAX];
+	fixture_path("libsymfix_gz.so", path, sizeof(path));
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
+	void *(*work_pc)(void) = (void *(*)(void))dlsym(h, "symfix_work_pc");
+	int *line = dlsym(h, "symfix_work_line");
+	ck_assert(work_pc && line);
+	uintptr_t pc = (uintptr_t)work_pc();
+	ck_assert_int_gt(symbolizer_refresh(sym), 0);
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	ck_assert_uint_eq(frames_of(pc, true, fr), 1);
+	assert_frame(&fr[0], "hidden_work", "symfix.c", *line);
+	ck_assert_int_eq(symbolizer_mapping_debug_info(sym, symbolizer_find_mapping(sym, pc)), 1);
+	dlclose(h);
+}
+END_TEST
+
 START_TEST(test_note_module_refuses_bad_and_overlapping_ranges)
 {
 	char path[PATH_MAX];
@@ -491,14 +510,16 @@ START_TEST(test_libc_thread_roots_are_named_with_libc6_dbg)
 		const struct sym_frame *f = &fr[n - 1];
 		if (strcmp(f->function, "start_thread") == 0) {
 			start_thread = true;
-			ck_assert(ends_with(f->file, "pthread_create.c"));
-			ck_assert_int_gt(f->line, 0);
+			/* libc6-dbg's DWARF is ~10 MB once decompressed, over the budget
+			 * (agent/sym_dwarf.c): names from its symbol table, no lines. */
+			ck_assert_ptr_null(f->file);
+			ck_assert_int_eq(f->line, 0);
 		}
 		clone3 |= strcmp(f->function, "clone3") == 0;
 	}
 	ck_assert_msg(start_thread && clone3, "thread roots named: start_thread %d, clone3 %d",
 		      start_thread, clone3);
-	ck_assert_int_eq(symbolizer_mapping_debug_info(sym, idx), 1);
+	ck_assert_int_eq(symbolizer_mapping_debug_info(sym, idx), 0);
 }
 END_TEST
 
@@ -718,6 +739,7 @@ int main(void)
 	tcase_add_test(tc, test_entry_rule_without_libdw);
 	tcase_add_test(tc, test_malformed_files_do_not_crash);
 	tcase_add_test(tc, test_names_only_mode_names_without_lines);
+	tcase_add_test(tc, test_small_compressed_dwarf_gives_lines);
 	tcase_add_test(tc, test_release_unloads_libdw_and_a_miss_loads_it_again);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
