@@ -61,6 +61,11 @@ void dw_api_session_opened(void)
 	sessions++;
 }
 
+void dw_api_forget_sessions(void)
+{
+	sessions = 0;
+}
+
 void dw_api_session_closed(void)
 {
 	if (sessions > 0)
@@ -69,13 +74,15 @@ void dw_api_session_closed(void)
 
 bool dw_api_unload(void)
 {
-	if (state != DW_READY || sessions > 0 || !handle)
+	if (state != DW_READY || sessions > 0 || !handle || !dl_guard_unload_allowed())
 		return false;
+	/* Reset before the unlock: a fork waiting for the guard must not give a child a
+	 * table into an unmapped library. */
 	dl_guard_lock();
 	dlclose(handle);
-	dl_guard_unlock();
 	handle = NULL;
 	state = DW_UNTRIED;
+	dl_guard_unlock();
 	return true;
 }
 

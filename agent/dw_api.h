@@ -64,6 +64,9 @@ const struct dw_api *dw_api_get(void);
 /* Around every libdwfl session (sym_dwarf_open / sym_dwarf_close). */
 void dw_api_session_opened(void);
 void dw_api_session_closed(void);
+/* Fork child whose uploader does not adopt the parent's symbolizer: the sessions
+ * counted belong to a thread that is not here. */
+void dw_api_forget_sessions(void);
 
 /* Unloads libdw when it is loaded and no session is open; dw_api_get loads it again.
  * Returns whether it unloaded. */

@@ -5,39 +5,99 @@
  */
 #include "common/dl_guard.h"
 
+#include <errno.h>
+#include <gnu/libc-version.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* How long fork's prepare handler waits for the guard (see dl_guard_atfork_prepare). */
+#define PREPARE_WAIT_NS (50 * 1000000L)
+
 static pthread_mutex_t fallback = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t *lock = &fallback;
+/* 0: not checked yet; 1: glibc >= 2.36; 2: older. Relaxed: every thread computes the
+ * same value from the same string. */
+static _Atomic int glibc_ok;
+/* Whether this thread's prepare handler got the guard (written before the fork only). */
+static __thread bool held_for_fork __attribute__((tls_model("initial-exec")));
+
+/*
+ * Before glibc 2.36 fork runs the prepare handlers holding its atfork lock, which
+ * dlclose (__cxa_finalize unregisters the library's fork handlers) and a library
+ * constructor calling pthread_atfork also take: a prepare handler that waited for our
+ * dlopen/dlclose would deadlock with it (glibc bug 24595). There, libraries are never
+ * unloaded (dl_guard_unload_allowed) and the guard does nothing.
+ */
+static bool guard_usable(void)
+{
+	int ok = atomic_load_explicit(&glibc_ok, memory_order_relaxed);
+	if (ok == 0) {
+		const char *v = gnu_get_libc_version();
+		char *end;
+		long major = strtol(v, &end, 10);
+		long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+		ok = major > 2 || (major == 2 && minor >= 36) ? 1 : 2;
+		atomic_store_explicit(&glibc_ok, ok, memory_order_relaxed);
+	}
+	return ok == 1;
+}
 
 void dl_guard_place(pthread_mutex_t *mem)
 {
+	guard_usable();
 	if (!mem)
 		return;
 	pthread_mutex_init(mem, NULL);
 	lock = mem;
 }
 
+bool dl_guard_unload_allowed(void)
+{
+	return guard_usable();
+}
+
 void dl_guard_lock(void)
 {
-	pthread_mutex_lock(lock);
+	if (guard_usable())
+		pthread_mutex_lock(lock);
 }
 
 void dl_guard_unlock(void)
 {
-	pthread_mutex_unlock(lock);
+	if (guard_usable())
+		pthread_mutex_unlock(lock);
 }
 
 void dl_guard_atfork_prepare(void)
 {
-	pthread_mutex_lock(lock);
+	/* Bounded: an application thread that forks from a library constructor holds
+	 * ld.so's lock, which our dlopen may be waiting for; past the wait the fork goes
+	 * ahead (our dlopen is then blocked, not half done). */
+	held_for_fork = false;
+	if (!guard_usable())
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += PREPARE_WAIT_NS;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	held_for_fork = pthread_mutex_timedlock(lock, &ts) == 0;
 }
 
 void dl_guard_atfork_parent(void)
 {
-	pthread_mutex_unlock(lock);
+	if (held_for_fork)
+		pthread_mutex_unlock(lock);
 }
 
 void dl_guard_atfork_child(void)
 {
-	/* Held by this thread (prepare); no other thread exists here to need it. */
-	pthread_mutex_init(lock, NULL);
+	/* Held by this thread (prepare) or by the parent's uploader thread, which does
+	 * not exist here. */
+	if (guard_usable())
+		pthread_mutex_init(lock, NULL);
 }

@@ -46,13 +46,15 @@ static bool load(void)
 
 void z_api_unload(void)
 {
-	if (state != Z_READY || !handle)
+	if (state != Z_READY || !handle || !dl_guard_unload_allowed())
 		return;
+	/* Reset before the unlock: a fork waiting for the guard must not give a child a
+	 * table into an unmapped library. */
 	dl_guard_lock();
 	dlclose(handle);
-	dl_guard_unlock();
 	handle = NULL;
 	state = Z_UNTRIED;
+	dl_guard_unlock();
 }
 
 const struct z_api *z_api_get(void)

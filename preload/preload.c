@@ -227,12 +227,12 @@ FORK_CHILD_PATH static void atfork_child(void)
 {
 	if (!fork_prepared)
 		return;
+	dl_guard_atfork_child(); /* first: what follows may start a thread */
 	/* A fresh profile: the parent's samples are the parent's to upload. */
 	profiles_reinit_after_fork(&profiles, fork_time_ns);
 	threads_atfork_child();
 	modules_atfork_child(real_pthread_create);
 	uploader_atfork_child();
-	dl_guard_atfork_child();
 	restore_signal_mask();
 }
 

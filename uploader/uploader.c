@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent/fork_local.h"
+#include "agent/dw_api.h"
 #include "agent/hijack.h"
 #include "agent/modules.h"
 #include "agent/symbolizer.h"
@@ -733,6 +734,8 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	};
 	bool was_running = uploader_wanted && !ctl.stop;
 	inherited_sym = ctl.cycling ? NULL : live_sym;
+	if (!inherited_sym)
+		dw_api_forget_sessions(); /* they were the parent thread's */
 	/* Fresh control block: the old one's lock is held by this thread (prepare) and
 	 * its waiters live in the parent. */
 	control_init();

@@ -261,5 +261,7 @@ def test_gunicorn_recycled_workers(ctx):
             check(s1 >= e0, "worker %d profiles overlap" % pid)
         check(all(p["process_ids"] == [pid] for p in profs),
               "worker %d profile carries process ids %s" % (pid, [p["process_ids"] for p in profs]))
+    check(exits_seen >= len(served) // 2, "only %d of %d workers ran their atexit handler"
+          % (exits_seen, len(served)))
     return "%d workers served 300 requests (%d reported their CPU at exit), %d profiles, " \
         "master exit 0" % (len(served), exits_seen, sum(len(v) for v in by_pid.values()))
