@@ -4,7 +4,7 @@
  * Context: uploader thread, one caller at a time. The handle is closed only when no
  * Dwfl session is open (dw_api_unload): the sessions and the strings they return point
  * into the library. The symbolizer keeps copies of what it names (agent/sym_cache.c).
- * dlopen and dlclose run under the fork guard (common/dl_guard.h).
+ * dlclose runs under the fork guard (common/dl_guard.h).
  */
 #include "dw_api.h"
 
@@ -26,9 +26,7 @@ static const char *soname = DW_API_SONAME;
 static bool load(void)
 {
 	/* RTLD_LOCAL: libdw's symbols must not interpose on anything of the application. */
-	dl_guard_lock();
 	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-	dl_guard_unlock();
 	if (!h) {
 		log_info("%s not loadable (%s): function names from ELF symbol tables only, no "
 			 "inlined frames or lines",

@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "common/dl_guard.h"
 #include "common/log.h"
 
 #define LIBSTDCXX_SONAME "libstdc++.so.6"
@@ -26,9 +25,7 @@ static void find_demangler(void)
 {
 	*(void **)(&cxa_demangle) = dlsym(RTLD_DEFAULT, "__cxa_demangle");
 	if (!cxa_demangle) {
-		dl_guard_lock(); /* common/dl_guard.h */
 		void *h = dlopen(LIBSTDCXX_SONAME, RTLD_LAZY | RTLD_LOCAL);
-		dl_guard_unlock();
 		if (h)
 			*(void **)(&cxa_demangle) = dlsym(h, "__cxa_demangle");
 	}

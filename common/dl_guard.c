@@ -1,5 +1,5 @@
 /*
- * dl_guard.c - the lock that keeps fork() out of our dlopen/dlclose (see dl_guard.h).
+ * dl_guard.c - the lock that keeps fork() out of our dlclose calls (see dl_guard.h).
  *
  * Context: normal context only (uploader thread, fork handlers, start-up).
  */
@@ -25,10 +25,9 @@ static __thread bool held_for_fork __attribute__((tls_model("initial-exec")));
 
 /*
  * Before glibc 2.36 fork runs the prepare handlers holding its atfork lock, which
- * dlclose (__cxa_finalize unregisters the library's fork handlers) and a library
- * constructor calling pthread_atfork also take: a prepare handler that waited for our
- * dlopen/dlclose would deadlock with it (glibc bug 24595). There, libraries are never
- * unloaded (dl_guard_unload_allowed) and the guard does nothing.
+ * dlclose (__cxa_finalize unregisters the library's fork handlers) also takes: a
+ * prepare handler that waited for our dlclose would deadlock with it (glibc bug 24595). There,
+ * libraries are never unloaded (dl_guard_unload_allowed) and the guard does nothing.
  */
 static bool guard_usable(void)
 {
@@ -72,9 +71,9 @@ void dl_guard_unlock(void)
 
 void dl_guard_atfork_prepare(void)
 {
-	/* Bounded: an application thread that forks from a library constructor holds
-	 * ld.so's lock, which our dlopen may be waiting for; past the wait the fork goes
-	 * ahead (our dlopen is then blocked, not half done). */
+	/* Bounded: an application thread that forks from a library constructor or
+	 * destructor holds ld.so's lock, which our dlclose may be waiting for; past the
+	 * wait the fork goes ahead (our dlclose is then blocked, not half done). */
 	held_for_fork = false;
 	if (!guard_usable())
 		return;

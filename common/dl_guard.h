@@ -1,14 +1,14 @@
 /*
- * dl_guard.h - keeps fork() out of the profiler's own dlopen and dlclose calls.
+ * dl_guard.h - keeps fork() out of the profiler's own dlclose calls.
  *
  * Why: glibc's fork does not take the lock of the exit-handler list, which dlclose
- * holds while it runs the unloaded libraries' __cxa_finalize, nor does it wait for a
- * dlopen to finish updating the link maps (the child resets the loader's lock). A fork
- * in that window gave a child that hung in exit() (seen: a fork storm while the uploader
- * unloaded libdw). The uploader loads and unloads libdw, zlib and libcurl under this
- * lock, and the fork prepare handler takes it, so a fork waits for at most one of those
- * calls (~0.1-0.3 ms; never for network I/O: no upload happens under it), and at most
- * 50 ms whatever happens.
+ * holds while it runs the unloaded libraries' __cxa_finalize. A fork in that window gave
+ * a child that hung in exit() (seen: a fork storm while the uploader unloaded libdw).
+ * The uploader unloads libdw and zlib under this lock, and the fork prepare handler
+ * takes it, so a fork waits for at most one dlclose (~0.1 ms: unmapping, no disk or
+ * network I/O), and at most 50 ms whatever happens. dlopen is not guarded: it may read
+ * files, and a prepare handler must never wait for I/O; the libraries we load register
+ * no exit handlers, and the child resets the loader's own lock.
  * The lock lives on the fork-local page when there is one (agent/fork_local.h): the
  * parent's unlock after fork copies no page.
  * Context: normal context only; never a signal handler.
@@ -27,7 +27,7 @@ void dl_guard_place(pthread_mutex_t *mem);
  * 2.36 and later; see dl_guard.c). */
 bool dl_guard_unload_allowed(void);
 
-/* Around every dlopen/dlclose of the profiler's own libraries. */
+/* Around every dlclose of the profiler's own libraries. */
 void dl_guard_lock(void);
 void dl_guard_unlock(void);
 

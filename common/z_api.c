@@ -17,9 +17,7 @@ static void *handle;
 
 static bool load(void)
 {
-	dl_guard_lock();
 	void *h = dlopen(Z_API_SONAME, RTLD_NOW | RTLD_LOCAL);
-	dl_guard_unlock();
 	if (!h) {
 		log_warn("cannot load %s (%s): profiles cannot be compressed", Z_API_SONAME,
 			 dlerror());

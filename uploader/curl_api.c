@@ -77,11 +77,8 @@ static void openssl_no_atexit(void *curl_lib)
 static int load(void)
 {
 	void *lib = NULL;
-	for (size_t i = 0; !lib && i < sizeof(curl_sonames) / sizeof(curl_sonames[0]); i++) {
-		dl_guard_lock();
+	for (size_t i = 0; !lib && i < sizeof(curl_sonames) / sizeof(curl_sonames[0]); i++)
 		lib = dlopen(curl_sonames[i], RTLD_NOW | RTLD_LOCAL);
-		dl_guard_unlock();
-	}
 	if (!lib) {
 		log_warn("cannot load libcurl (%s): profiles are not uploaded over HTTP; "
 			 "install libcurl4",

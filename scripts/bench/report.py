@@ -284,7 +284,8 @@ def spawn_section(sp):
     names = {"threads": "thread create+join /s", "fork": "fork+exit+wait /s",
              "fork_after_upload": "fork+exit+wait /s, after an HTTP upload",
              "fork_storm": "fork_storm workload forks/s"}
-    targets = {"threads": 0.9, "fork": 0.8, "fork_after_upload": 0.8, "fork_storm": 0.8}
+    # fork_storm: issue 5's storm test asks >= 0.7 of the run without the agent.
+    targets = {"threads": 0.9, "fork": 0.8, "fork_after_upload": 0.8, "fork_storm": 0.7}
     out = ["## Threads and fork", "",
            "`threads`: %d threads created and joined one after another; `fork`: %d children "
            "forked, each calling exit(0), waited for one after another "
@@ -296,7 +297,7 @@ def spawn_section(sp):
            "profiler is sampling. Default rates (libddprof 99 Hz, gperftools 100 Hz). "
            "Median over %d rounds of with/without pairs. A run that has not finished "
            "after a time limit is killed and counted as hung, and its pair is left out. "
-           "Targets (libddprof): threads >= 0.9, fork >= 0.8."
+           "Targets (libddprof): threads >= 0.9, fork >= 0.8, fork_storm >= 0.7."
            % (sp["threads"], sp["forks"], sp["storm"], sp["rounds"]), "",
            "| case | profiler | rate | without | ratio | hung | target |",
            "|---|---|---|---|---|---|---|"]
@@ -472,10 +473,11 @@ def summary_section(res, ov):
     sp = load(res, "spawn.json")
     if sp:
         for r in sp["rows"]:
-            if r["profiler"] != "libddprof" or r["case"] == "fork_storm":
+            if r["profiler"] != "libddprof":
                 continue
-            lim = 0.9 if r["case"] == "threads" else 0.8
+            lim = {"threads": 0.9, "fork_storm": 0.7}.get(r["case"], 0.8)
             rows.append(({"threads": "thread create+join",
+                          "fork_storm": "fork_storm (children malloc, write, exit)",
                           "fork_after_upload": "fork+exit+wait, after an upload"}.get(
                               r["case"], "fork+exit+wait"), fmt(r["ratio"]), ">= %.1f" % lim,
                          verdict(None if r["ratio"] is None else r["ratio"] >= lim)))
