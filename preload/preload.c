@@ -26,6 +26,7 @@
 #include "agent/modules.h"
 #include "agent/profile.h"
 #include "agent/sampler.h"
+#include "agent/thread_start.h"
 #include "agent/threads.h"
 #include "agent/unwind.h"
 #include "common/clock.h"
@@ -59,71 +60,11 @@ static thread_create_fn resolve_pthread_create(void)
 	return f;
 }
 
-struct thread_start {
-	void *(*fn)(void *);
-	void *arg;
-	size_t stack_size; /* what glibc was asked for; 0 = unknown */
-	_Atomic bool busy; /* a slot of start_slots: handed to a thread not started yet */
-};
-
-/*
- * What a new thread needs from its creator, in slots rather than malloc'd: a thread
- * that never allocates must not get a malloc arena from us (a free() in the new thread
- * attaches one through the tcache). An arena costs the process at every fork: glibc
- * locks and unlocks each one around it, and the unlock after fork copies the arena's
- * page, with a TLB shoot-down when another thread runs (~60 us per fork on these VMs).
- * When every slot is taken (that many threads created and not started yet), malloc.
- */
-#define START_SLOTS 64
-static struct thread_start start_slots[START_SLOTS];
-
-static struct thread_start *start_alloc(void)
-{
-	for (size_t i = 0; i < START_SLOTS; i++) {
-		bool expected = false;
-		/* Acquire pairs with the release in start_release: the previous thread has
-		 * copied the slot before we overwrite it. */
-		if (!atomic_load_explicit(&start_slots[i].busy, memory_order_relaxed) &&
-		    atomic_compare_exchange_strong_explicit(&start_slots[i].busy, &expected, true,
-							    memory_order_acquire,
-							    memory_order_relaxed))
-			return &start_slots[i];
-	}
-	struct thread_start *s = malloc(sizeof(*s));
-	if (s)
-		atomic_init(&s->busy, false);
-	return s;
-}
-
-static void start_release(struct thread_start *s)
-{
-	if (s >= start_slots && s < start_slots + START_SLOTS)
-		/* Release pairs with the acquire in start_alloc: our copy is done. */
-		atomic_store_explicit(&s->busy, false, memory_order_release);
-	else
-		free(s);
-}
-
-/* The stack size glibc allocates for a thread created with attr. */
-static size_t requested_stack_size(const pthread_attr_t *attr)
-{
-	size_t size = 0;
-	if (attr)
-		return pthread_attr_getstacksize(attr, &size) == 0 ? size : 0;
-	pthread_attr_t def;
-	if (pthread_getattr_default_np(&def) != 0)
-		return 0;
-	if (pthread_attr_getstacksize(&def, &size) != 0)
-		size = 0;
-	pthread_attr_destroy(&def);
-	return size;
-}
-
 static void *thread_trampoline(void *p)
 {
 	struct thread_start start;
 	memcpy(&start, p, offsetof(struct thread_start, busy));
-	start_release(p);
+	thread_start_release(p);
 	/* Acquire pairs with the constructor's release: its set-up is visible. */
 	if (atomic_load_explicit(&agent_running, memory_order_acquire))
 		threads_start_self(false, start.stack_size);
@@ -141,15 +82,16 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return real(t, attr, fn, arg);
 	uploader_ensure_thread(); /* a fork child's deferred uploader thread */
-	struct thread_start *s = start_alloc();
+	/* No malloc: see agent/thread_start.h. */
+	struct thread_start *s = thread_start_alloc();
 	if (!s)
 		return real(t, attr, fn, arg); /* unsampled rather than failing the app */
 	s->fn = fn;
 	s->arg = arg;
-	s->stack_size = requested_stack_size(attr);
+	s->stack_size = thread_start_stack_size(attr);
 	int rc = real(t, attr, thread_trampoline, s);
 	if (rc != 0)
-		start_release(s);
+		thread_start_release(s);
 	return rc;
 }
 
