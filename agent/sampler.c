@@ -29,13 +29,11 @@
 #include "common/log.h"
 
 struct thread_state {
-	pid_t tid;	       /* 0 = not cached yet */
-	bool internal;	       /* profiler-owned thread: never recorded */
-	bool sampled;	       /* a sample was recorded in this thread */
-	uint32_t last_n;       /* pcs of the last sample, still in tls_pcs */
-	uint64_t first_weight; /* CPU to the timer's first expiry; 0 once used */
-	uintptr_t stack_lo;    /* 0 = unknown */
-	uintptr_t stack_hi;    /* 0 = unknown */
+	pid_t tid;	    /* 0 = not cached yet */
+	bool internal;	    /* profiler-owned thread: never recorded */
+	bool sampled;	    /* a sample was recorded in this thread */
+	uintptr_t stack_lo; /* 0 = unknown */
+	uintptr_t stack_hi; /* 0 = unknown */
 };
 
 /* initial-exec: the handler must not trigger lazy TLS allocation (invariant 1). */
@@ -98,14 +96,8 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	uint32_t n = sampler_unwinder(&regs, pcs, UNWIND_MAX_DEPTH);
 	/* si_overrun: expiries the kernel merged into this one signal. */
 	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
-	if (ts->first_weight) {
-		/* The first expiry came `first_weight` after the timer was armed. */
-		weight = ts->first_weight + sampler_period * (uint64_t)(unsigned)si->si_overrun;
-		ts->first_weight = 0;
-	}
 	profiles_record(sampler_profiles, sampler_gettid(), pcs, n, weight);
 	ts->sampled = true;
-	ts->last_n = n;
 	/* A fork child waiting for a safe point to start its uploader (agent/hijack.h):
 	 * only complete DWARF walks made with CFI alone can show one (a frame-pointer step
 	 * through code without them may skip a frame). */
@@ -209,26 +201,6 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Normal context, in the thread. The handler writes tls_pcs: blocked meanwhile. */
-void sampler_record_tail(uint64_t cpu_ns)
-{
-	struct thread_state *ts = &tls_state;
-	if (cpu_ns == 0 || !ts->sampled || ts->last_n == 0 || ts->internal ||
-	    !atomic_load_explicit(&sampler_enabled, memory_order_relaxed))
-		return;
-	sigset_t block, old;
-	sigemptyset(&block);
-	sigaddset(&block, sampler_signo);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	profiles_record(sampler_profiles, sampler_gettid(), tls_pcs, ts->last_n, cpu_ns);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-void sampler_set_first_weight(uint64_t ns)
-{
-	tls_state.first_weight = ns;
-}
-
 bool sampler_thread_sampled(void)
 {
 	return tls_state.sampled;
@@ -247,9 +219,6 @@ void sampler_thread_mark_internal(void)
 FORK_CHILD_PATH void sampler_after_fork_child(void)
 {
 	tls_state.tid = 0;
-	/* The parent's samples are not the child's: no tail on the parent's last stack. */
-	tls_state.sampled = false;
-	tls_state.last_n = 0;
 }
 
 uint64_t sampler_foreign_signals(void)

@@ -45,18 +45,6 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 /* Whether a sample was recorded in the calling thread. */
 bool sampler_thread_sampled(void);
 
-/* Normal context, in a sampled thread about to stop being sampled (it ends, or the
- * process exits): records cpu_ns, the CPU it used since its timer's last expiry, on
- * the stack of its last sample. Without it every thread loses up to a period of CPU at
- * its end (a 0.4 s thread at 99 Hz: 1.2% on average, up to 2.5%). */
-void sampler_record_tail(uint64_t cpu_ns);
-
-/* Normal context, in the thread, before it arms its own timer with a first expiry
- * after ns of CPU (spread over (0, period] so threads do not tick in step): the first
- * sample weighs ns, not a period. With the tail above, a thread's samples add up to
- * its CPU with no bias at either end. */
-void sampler_set_first_weight(uint64_t ns);
-
 /* In the calling thread: marks it as a profiler thread; its samples are ignored. */
 void sampler_thread_mark_internal(void);
 /* Whether the calling thread is one of the profiler's own. */

@@ -158,7 +158,7 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 }
 
 /* Registry lock held. Creates and arms the timer of e->tid. */
-FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self)
+FORK_CHILD_PATH static int arm_locked(struct thread_entry *e)
 {
 	struct sigevent sev;
 	memset(&sev, 0, sizeof(sev));
@@ -173,10 +173,6 @@ FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self)
 	}
 	struct itimerspec its;
 	uint64_t first = 1 + rng_next() % timer_period_ns; /* (0, period] */
-	/* The first expiry comes after `first` of CPU, not a period: its sample weighs
-	 * that much (a thread's own timer: its handler reads it from its state). */
-	if (self)
-		sampler_set_first_weight(first);
 	its.it_value.tv_sec = (time_t)(first / 1000000000ULL);
 	its.it_value.tv_nsec = (long)(first % 1000000000ULL);
 	its.it_interval.tv_sec = (time_t)(timer_period_ns / 1000000000ULL);
@@ -225,7 +221,7 @@ FORK_CHILD_PATH static int start_tid(pid_t tid, bool self)
 	}
 	if (!find_live(tid)) {
 		struct thread_entry *e = add_locked(tid);
-		rc = e ? arm_locked(e, self) : -ENOMEM;
+		rc = e ? arm_locked(e) : -ENOMEM;
 		/* A new thread's name is read later: before each upload and when it ends
 		 * (threads_exit_self), not here: one system call less per thread start. */
 		if (e && rc != 0)
@@ -252,24 +248,14 @@ int threads_start_self(bool is_main, size_t stack_size)
 	return rc;
 }
 
-FORK_CHILD_PATH void threads_exit_self(void)
+void threads_exit_self(void)
 {
 	pid_t tid = sampler_gettid();
 	pthread_mutex_lock(registry_lock);
 	struct thread_entry *e = find_live(tid);
 	if (e) {
-		if (e->has_timer) {
-			/* Its CPU since the timer last expired, which no sample carries yet:
-			 * the period less what the timer has left. */
-			struct itimerspec cur;
-			if (sampler_thread_sampled() && timer_gettime(e->timer, &cur) == 0) {
-				uint64_t left = (uint64_t)cur.it_value.tv_sec * 1000000000ULL +
-						(uint64_t)cur.it_value.tv_nsec;
-				sampler_record_tail(left < timer_period_ns ? timer_period_ns - left
-									   : 0);
-			}
+		if (e->has_timer)
 			timer_delete(e->timer);
-		}
 		e->has_timer = false;
 		e->status = THREAD_ENDED;
 		/* Last chance to learn the name: /proc forgets it with the thread. Only a

@@ -332,9 +332,6 @@ FORK_CHILD_PATH __attribute__((destructor)) static void ddprof_fini(void)
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return;
 	int saved_errno = errno;
-	/* The exiting thread's last part-period of CPU goes into the final profile; its
-	 * timer stops here (the process is ending). */
-	threads_exit_self();
 	uploader_stop(EXIT_FLUSH_TIMEOUT_NS);
 	sampler_set_enabled(false);
 	errno = saved_errno;
