@@ -7,6 +7,8 @@
 
 #include <stdlib.h>
 
+#include "agent/fork_local.h"
+
 static struct thread_start slots[THREAD_START_SLOTS];
 
 struct thread_start *thread_start_alloc(void)
@@ -25,6 +27,15 @@ struct thread_start *thread_start_alloc(void)
 	if (s)
 		atomic_init(&s->busy, false);
 	return s;
+}
+
+FORK_CHILD_PATH void thread_start_after_fork(void)
+{
+	/* Records taken for threads of the parent that had not started: those threads
+	 * are not here. Read first: a slot page written for nothing costs a fault. */
+	for (size_t i = 0; i < THREAD_START_SLOTS; i++)
+		if (atomic_load_explicit(&slots[i].busy, memory_order_relaxed))
+			atomic_store_explicit(&slots[i].busy, false, memory_order_relaxed);
 }
 
 bool thread_start_is_slot(const struct thread_start *s)

@@ -33,6 +33,8 @@ struct thread_start {
 struct thread_start *thread_start_alloc(void);
 /* Gives s back: the pool slot for the next thread, or frees it. */
 void thread_start_release(struct thread_start *s);
+/* Fork child (one thread): gives back every record the parent had handed out. */
+void thread_start_after_fork(void);
 /* Whether s is a pool slot (tests). */
 bool thread_start_is_slot(const struct thread_start *s);
 

@@ -173,6 +173,7 @@ FORK_CHILD_PATH static void atfork_child(void)
 	/* A fresh profile: the parent's samples are the parent's to upload. */
 	profiles_reinit_after_fork(&profiles, fork_time_ns);
 	threads_atfork_child();
+	thread_start_after_fork();
 	modules_atfork_child(real_pthread_create);
 	uploader_atfork_child();
 	restore_signal_mask();

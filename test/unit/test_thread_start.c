@@ -12,6 +12,8 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent/thread_start.h"
 #include "check_run.h"
@@ -77,6 +79,33 @@ START_TEST(more_holders_than_slots_fall_back_to_malloc)
 }
 END_TEST
 
+START_TEST(a_fork_child_gets_every_record_back)
+{
+	struct thread_start *held[THREAD_START_SLOTS];
+	for (size_t i = 0; i < THREAD_START_SLOTS; i++)
+		held[i] = thread_start_alloc();
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* The parent's holders do not exist here. */
+		thread_start_after_fork();
+		size_t slots = 0;
+		struct thread_start *mine[THREAD_START_SLOTS];
+		for (size_t i = 0; i < THREAD_START_SLOTS; i++)
+			slots += thread_start_is_slot(mine[i] = thread_start_alloc());
+		_exit(slots == THREAD_START_SLOTS ? 0 : 1);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* The parent's records are still its own. */
+	struct thread_start *extra = thread_start_alloc();
+	ck_assert(!thread_start_is_slot(extra));
+	thread_start_release(extra);
+	for (size_t i = 0; i < THREAD_START_SLOTS; i++)
+		thread_start_release(held[i]);
+}
+END_TEST
+
 START_TEST(stack_size_is_what_glibc_is_asked_for)
 {
 	pthread_attr_t def, attr;
@@ -99,6 +128,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, records_are_never_shared);
 	tcase_add_test(tc, more_holders_than_slots_fall_back_to_malloc);
+	tcase_add_test(tc, a_fork_child_gets_every_record_back);
 	tcase_add_test(tc, stack_size_is_what_glibc_is_asked_for);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
