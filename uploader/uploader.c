@@ -393,8 +393,8 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		threads_refresh_names();
 		struct pprof_stats ps;
 		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
-		/* The libdw sessions' DWARF data, often several MiB (libc's debug info
-		 * alone, decompressed, is ~8 MiB), is given back after every profile: the
+		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
+		 * (agent/sym_dwarf.c), is given back after every profile: the
 		 * pc cache answers what was named before, and only a cycle with new pcs
 		 * in a module opens it again (tens of ms, once a period). Kept, it would
 		 * cost every fork of the process a copy of its page tables (a fork after

@@ -49,19 +49,19 @@ START_TEST(test_urls_are_parsed_and_bad_ones_refused)
 	ck_assert_str_eq(host, "10.0.0.1");
 	ck_assert_str_eq(port, "80");
 	ck_assert_str_eq(path, "/");
-	ck_assert_int_eq(http_plain_parse_url("http://[::1]:4040/ingest?name=x", host,
-					      sizeof(host), port, sizeof(port), &path),
+	ck_assert_int_eq(http_plain_parse_url("http://[::1]:4040/ingest?name=x", host, sizeof(host),
+					      port, sizeof(port), &path),
 			 0);
 	ck_assert_str_eq(host, "::1");
 	ck_assert_str_eq(port, "4040");
 	ck_assert_str_eq(path, "/ingest?name=x");
-	const char *bad[] = {"https://x/",	"http://",	  "http://:80/",     "http://h:0/",
-			     "http://h:70000/", "http://h:8x/",	  "http://u@h/",     "http://[::1/",
-			     "http://h?q",	"ftp://h/",	  "http://[::1]x/"};
+	const char *bad[] = {"https://x/",	"http://",	"http://:80/",	 "http://h:0/",
+			     "http://h:70000/", "http://h:8x/", "http://u@h/",	 "http://[::1/",
+			     "http://h?q",	"ftp://h/",	"http://[::1]x/"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(http_plain_parse_url(bad[i], host, sizeof(host), port, sizeof(port),
-						   &path) < 0,
-			      "%s accepted", bad[i]);
+		ck_assert_msg(
+		    http_plain_parse_url(bad[i], host, sizeof(host), port, sizeof(port), &path) < 0,
+		    "%s accepted", bad[i]);
 	ck_assert(http_plain_handles("http://a/"));
 	ck_assert(!http_plain_handles("https://a/"));
 }
@@ -142,7 +142,8 @@ static void post(struct http_plain *t, const struct http_request *req, uint64_t 
 	run(t, detail, len);
 }
 
-static const uint8_t body[] = "--b\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n\x01\x02\r\n--b--";
+static const uint8_t body[] =
+    "--b\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n\x01\x02\r\n--b--";
 
 START_TEST(test_a_post_over_tcp_sends_exact_bytes_and_reads_the_status)
 {
@@ -161,8 +162,8 @@ START_TEST(test_a_post_over_tcp_sends_exact_bytes_and_reads_the_status)
 				   .body_len = sizeof(body) - 1};
 	struct http_plain t;
 	char detail[256] = "";
-	ck_assert(http_plain_start(&t, &req, "libddprof/test", 2000000000ULL, detail,
-				   sizeof(detail)));
+	ck_assert(
+	    http_plain_start(&t, &req, "libddprof/test", 2000000000ULL, detail, sizeof(detail)));
 	run(&t, detail, sizeof(detail));
 	pthread_join(th, NULL);
 	ck_assert_int_eq(t.code, CURLE_OK);
@@ -236,18 +237,25 @@ START_TEST(test_a_refused_connection_is_a_connect_error)
 }
 END_TEST
 
-START_TEST(test_an_early_413_is_read_although_the_body_was_not)
+/* Serves s (on a new loopback listener) from a thread; url gets its address. */
+static pthread_t serve_tcp(struct server *s, char *url, size_t size)
 {
 	int port;
-	struct server s = {.listen_fd = tcp_listener(&port),
-			   .answer = "HTTP/1.1 413 Payload Too Large\r\n\r\n",
-			   .answer_first = true};
+	s->listen_fd = tcp_listener(&port);
 	pthread_t th;
-	pthread_create(&th, NULL, serve, &s);
+	pthread_create(&th, NULL, serve, s);
+	snprintf(url, size, "http://127.0.0.1:%d/", port);
+	return th;
+}
+
+START_TEST(test_an_early_413_is_read_although_the_body_was_not)
+{
+	struct server s = {.answer = "HTTP/1.1 413 Payload Too Large\r\n\r\n",
+			   .answer_first = true};
+	char url[64];
+	pthread_t th = serve_tcp(&s, url, sizeof(url));
 	size_t big_len = 8u << 20;
 	uint8_t *big = calloc(1, big_len);
-	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
 	struct http_request req = {.url = url, .body = big, .body_len = big_len};
 	struct http_plain t;
 	char detail[256] = "";
@@ -266,15 +274,11 @@ END_TEST
 
 START_TEST(test_interim_1xx_responses_are_skipped)
 {
-	int port;
-	struct server s = {.listen_fd = tcp_listener(&port),
-			   .answer = "HTTP/1.1 100 Continue\r\n\r\n"
+	struct server s = {.answer = "HTTP/1.1 100 Continue\r\n\r\n"
 				     "HTTP/1.1 102 Processing\r\nX: y\r\n\r\n"
 				     "HTTP/1.1 202 Accepted\r\n\r\n"};
-	pthread_t th;
-	pthread_create(&th, NULL, serve, &s);
 	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
+	pthread_t th = serve_tcp(&s, url, sizeof(url));
 	struct http_request req = {.url = url, .body = body, .body_len = sizeof(body) - 1};
 	struct http_plain t;
 	char detail[256] = "";
@@ -289,17 +293,13 @@ END_TEST
 
 START_TEST(test_an_early_answer_on_an_open_connection_is_read_at_once)
 {
-	int port;
-	struct server s = {.listen_fd = tcp_listener(&port),
-			   .answer = "HTTP/1.1 413 Payload Too Large\r\n\r\n",
+	struct server s = {.answer = "HTTP/1.1 413 Payload Too Large\r\n\r\n",
 			   .answer_first = true,
 			   .keep_open = true};
-	pthread_t th;
-	pthread_create(&th, NULL, serve, &s);
+	char url[64];
+	pthread_t th = serve_tcp(&s, url, sizeof(url));
 	size_t big_len = 32u << 20; /* more than the socket buffers take */
 	uint8_t *big = calloc(1, big_len);
-	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
 	struct http_request req = {.url = url, .body = big, .body_len = big_len};
 	struct http_plain t;
 	char detail[256] = "";
@@ -319,12 +319,9 @@ END_TEST
 
 START_TEST(test_a_silent_server_times_out)
 {
-	int port;
-	struct server s = {.listen_fd = tcp_listener(&port), .answer = NULL};
-	pthread_t th;
-	pthread_create(&th, NULL, serve, &s);
+	struct server s = {.answer = NULL};
 	char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
+	pthread_t th = serve_tcp(&s, url, sizeof(url));
 	struct http_request req = {.url = url, .body = body, .body_len = sizeof(body) - 1};
 	struct http_plain t;
 	char detail[256] = "";
