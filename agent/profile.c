@@ -41,6 +41,13 @@ void profiles_destroy(struct profile_pair *pp)
 void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
 		     uint64_t cpu_ns)
 {
+	profiles_record_n(pp, tid, pcs, n, 1, cpu_ns);
+}
+
+/* async-signal-safe */
+void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
+		       uint32_t samples, uint64_t cpu_ns)
+{
 	struct profile *p;
 	for (;;) {
 		/* seq_cst (all four Dekker accesses): pairs with the flip and the writer
@@ -54,14 +61,14 @@ void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs,
 		 * have seen zero writers. Leave and use the new active profile. */
 		atomic_fetch_sub_explicit(&p->writers, 1, memory_order_release);
 	}
-	atomic_fetch_add_explicit(&p->samples, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->samples, samples, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->cpu_ns, cpu_ns, memory_order_relaxed);
 	struct trie_node *node = trie_put(&p->trie, tid, pcs, n, NULL);
 	if (node) {
-		atomic_fetch_add_explicit(&node->samples, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&node->samples, samples, memory_order_relaxed);
 		atomic_fetch_add_explicit(&node->cpu_ns, cpu_ns, memory_order_relaxed);
 	} else {
-		atomic_fetch_add_explicit(&p->dropped_samples, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->dropped_samples, samples, memory_order_relaxed);
 		atomic_fetch_add_explicit(&p->dropped_cpu_ns, cpu_ns, memory_order_relaxed);
 	}
 	/* Release: our counter and trie writes happen-before the swapper's acquire read

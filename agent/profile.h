@@ -46,6 +46,10 @@ void profiles_destroy(struct profile_pair *pp);
 /* async-signal-safe, lock-free. Adds one sample of weight cpu_ns for (tid, pcs). */
 void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
 		     uint64_t cpu_ns);
+/* async-signal-safe, lock-free. The same with a sample count of its own: 0 for CPU a
+ * thread used after its last sample (added at its end, agent/sampler.h). */
+void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
+		       uint32_t samples, uint64_t cpu_ns);
 
 /*
  * Makes the other profile active (its start_ns = now_ns) and returns the previously

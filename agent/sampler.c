@@ -21,17 +21,24 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include "agent/hijack.h"
 #include "agent/stack_bounds.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 struct thread_state {
 	pid_t tid;	    /* 0 = not cached yet */
 	bool internal;	    /* profiler-owned thread: never recorded */
 	bool sampled;	    /* a sample was recorded in this thread */
+	bool exact;	    /* armed its own timer: its end is accounted (sampler_thread_end) */
+	uint32_t last_n;    /* frames of its last sample, still in tls_pcs */
+	uint64_t first_ns;  /* weight of the first expiry, still to come: its offset; 0 = none */
+	uint64_t recorded_ns; /* weights recorded for this thread since it armed its timer */
+	uint64_t armed_ns;  /* CLOCK_MONOTONIC when it armed its timer */
 	uintptr_t stack_lo; /* 0 = unknown */
 	uintptr_t stack_hi; /* 0 = unknown */
 };
@@ -70,6 +77,14 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 		return;
 	}
 	struct thread_state *ts = &tls_state;
+	/* si_overrun: expiries the kernel merged into this one signal. The first expiry
+	 * of a thread that armed its own timer weighs its random offset, the CPU it
+	 * really stands for; the CPU after the last one is added at the thread's end. */
+	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
+	if (ts->first_ns) {
+		weight = weight - sampler_period + ts->first_ns;
+		ts->first_ns = 0;
+	}
 	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || ts->internal) {
 		errno = saved_errno;
 		return;
@@ -94,10 +109,10 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 		regs.stack_hi = ts->stack_hi;
 	uintptr_t *pcs = tls_pcs;
 	uint32_t n = sampler_unwinder(&regs, pcs, UNWIND_MAX_DEPTH);
-	/* si_overrun: expiries the kernel merged into this one signal. */
-	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
 	profiles_record(sampler_profiles, sampler_gettid(), pcs, n, weight);
 	ts->sampled = true;
+	ts->recorded_ns += weight;
+	ts->last_n = n;
 	/* A fork child waiting for a safe point to start its uploader (agent/hijack.h):
 	 * only complete DWARF walks made with CFI alone can show one (a frame-pointer step
 	 * through code without them may skip a frame). */
@@ -204,6 +219,92 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 bool sampler_thread_sampled(void)
 {
 	return tls_state.sampled;
+}
+
+/* Normal context, in the thread itself, before it arms its timer. */
+void sampler_thread_armed(uint64_t first_ns, bool timed)
+{
+	uint64_t now_ns = timed ? clock_now_ns(CLOCK_MONOTONIC) : 0;
+	struct thread_state *ts = &tls_state;
+	ts->sampled = false;
+	ts->recorded_ns = 0;
+	ts->last_n = 0;
+	ts->armed_ns = now_ns;
+	ts->first_ns = first_ns;
+	ts->exact = true;
+	/* Pairs with the handler, which runs on this thread only once the timer armed
+	 * after this call fires: the fields above are written before it can. */
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+/* splitmix64: a coin per thread end, seeded by when and which thread. */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ULL;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+/* The stack an unsampled thread's CPU goes to: its start routine, called from the
+ * frame at root->frame (ours, with a frame pointer), and that frame's callers. */
+static uint32_t root_stack(const struct sampler_thread_root *root, uintptr_t *pcs)
+{
+	uint32_t n = 0;
+	pcs[n++] = root->start_fn;
+	pcs[n++] = root->caller_pc;
+	const uintptr_t *fr = (const uintptr_t *)root->frame;
+	struct unwind_regs regs = {.pc = fr[1], .sp = root->frame + 16, .fp = fr[0]};
+	if (regs.sp >= tls_state.stack_lo && regs.sp < tls_state.stack_hi)
+		regs.stack_hi = tls_state.stack_hi;
+	return n + sampler_unwinder(&regs, pcs + n, UNWIND_MAX_DEPTH - n);
+}
+
+/* Normal context, in the thread itself, once its timer is deleted (no handler can run
+ * for it any more, so tls_pcs is ours). */
+void sampler_thread_end(const struct sampler_thread_root *root)
+{
+	struct thread_state *ts = &tls_state;
+	if (!ts->exact || ts->internal || !atomic_load_explicit(&sampler_enabled, memory_order_relaxed))
+		return;
+	ts->exact = false;
+	if (ts->sampled) {
+		/* The CPU after its last expiry (and before its timer was armed). */
+		uint64_t cpu = thread_cpu_ns();
+		if (cpu > ts->recorded_ns && ts->last_n > 0)
+			profiles_record_n(sampler_profiles, sampler_gettid(), tls_pcs, ts->last_n,
+					  0, cpu - ts->recorded_ns);
+		ts->recorded_ns = cpu;
+		return;
+	}
+	if (!root || !root->frame || !ts->armed_ns)
+		return;
+	uint64_t now_ns = clock_now_ns(CLOCK_MONOTONIC);
+	/* A thread that ended before its first expiry was ever seen. The kernel checks
+	 * CPU timers only at its tick, so even a thread with more CPU than the period
+	 * may have none. Its CPU is read (a system call) with probability
+	 * lived / period and weighed by the inverse: unbiased, and nearly free for the
+	 * very short threads of a process that churns them. */
+	uint64_t lived = now_ns - ts->armed_ns + SAMPLER_END_SLACK_NS;
+	uint64_t scale = sampler_period;
+	if (lived < scale && mix64(now_ns ^ ((uint64_t)sampler_gettid() << 32)) % scale >= lived)
+		return;
+	uint64_t cpu = thread_cpu_ns();
+	if (cpu == 0)
+		return;
+	uint64_t weight = lived < scale ? (uint64_t)((unsigned __int128)cpu * scale / lived) : cpu;
+	uint32_t n = root_stack(root, tls_pcs);
+	profiles_record_n(sampler_profiles, sampler_gettid(), tls_pcs, n, 1, weight);
+	ts->sampled = true;
+	ts->recorded_ns = cpu;
 }
 
 bool sampler_thread_is_internal(void)

@@ -45,6 +45,30 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 /* Whether a sample was recorded in the calling thread. */
 bool sampler_thread_sampled(void);
 
+/*
+ * Exact CPU at a thread's end. A thread that arms its own timer calls
+ * sampler_thread_armed(first expiry's offset, ...) just before; its
+ * first sample then weighs that offset instead of a period, and at its end, its timer
+ * deleted, sampler_thread_end adds what no sample covered:
+ *  - a sampled thread: its CPU clock minus the weights recorded, on its last stack
+ *    (counted as 0 samples);
+ *  - a thread with no sample (short, or between two kernel ticks): its CPU, read with
+ *    probability min(1, lifetime / period) and divided by it, on the stack of its
+ *    start routine (root; NULL: not for this thread).
+ * So a thread that ends is counted in full, not within a period of it.
+ */
+struct sampler_thread_root {
+	uintptr_t start_fn;  /* the thread's start routine */
+	uintptr_t caller_pc; /* a pc in the frame that called it */
+	uintptr_t frame;     /* that frame's frame pointer (saved rbp, return address) */
+};
+/* Added to an unsampled thread's lifetime: CPU it used before it armed its timer. */
+#define SAMPLER_END_SLACK_NS 50000ULL
+/* timed: note when (a vDSO clock read; false in a fork child, whose first read faults
+ * a page: its forking thread has no root anyway). */
+void sampler_thread_armed(uint64_t first_ns, bool timed);
+void sampler_thread_end(const struct sampler_thread_root *root);
+
 /* In the calling thread: marks it as a profiler thread; its samples are ignored. */
 void sampler_thread_mark_internal(void);
 /* Whether the calling thread is one of the profiler's own. */

@@ -50,7 +50,6 @@ static struct thread_entry *entries; /* guarded by registry_lock */
 static size_t n_entries, cap_entries;
 static int timer_signo;
 static uint64_t timer_period_ns;
-static pthread_key_t exit_key;
 static _Atomic uint64_t timer_failures;
 /* threads_scan_existing has finished: from then on only a thread itself arms its timer,
  * after its set-up. Release/acquire pairs the scan's end with threads_start_self. */
@@ -66,12 +65,6 @@ static uint64_t rng_next(void)
 	return rng_state * 0x2545F4914F6CDD1DULL;
 }
 
-static void exit_key_destructor(void *value)
-{
-	(void)value;
-	threads_exit_self();
-}
-
 int threads_init(int signo, uint64_t period_ns)
 {
 	timer_signo = signo;
@@ -82,8 +75,7 @@ int threads_init(int signo, uint64_t period_ns)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	rng_state = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ 0x9E3779B97F4A7C15ULL;
-	int rc = pthread_key_create(&exit_key, exit_key_destructor);
-	return rc ? -rc : 0;
+	return 0;
 }
 
 /* tid -> index of its live entry, set when an entry is added and rebuilt when the array
@@ -97,6 +89,9 @@ static bool live_index_broken; /* a put failed (ENOMEM): scan instead */
  * rebuilds the index once it has LIVE_INDEX_LAZY_MAX of them, or at the next reap. */
 static bool live_index_stale;
 #define LIVE_INDEX_LAZY_MAX 32
+/* Keys left behind by removed entries (they fail validation). The index is rebuilt
+ * once they outnumber the entries, so a process that churns threads keeps it small. */
+static size_t live_index_dead_keys;
 
 /* Registry lock held. */
 static struct thread_entry *find_locked(pid_t tid, bool live_only);
@@ -119,6 +114,7 @@ FORK_CHILD_PATH static void index_rebuild(void)
 	u64map_clear(&live_index);
 	live_index_broken = false;
 	live_index_stale = false;
+	live_index_dead_keys = 0;
 	for (size_t i = 0; i < n_entries; i++)
 		if (entries[i].status == THREAD_LIVE && entries[i].tid > 0 &&
 		    u64map_put(&live_index, (uint64_t)entries[i].tid, i) < 0)
@@ -157,8 +153,9 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 	return e;
 }
 
-/* Registry lock held. Creates and arms the timer of e->tid. */
-FORK_CHILD_PATH static int arm_locked(struct thread_entry *e)
+/* Registry lock held. Creates and arms the timer of e->tid. self: e is the calling
+ * thread (its first sample then weighs its offset; timed: see sampler_thread_armed). */
+FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self, bool timed)
 {
 	struct sigevent sev;
 	memset(&sev, 0, sizeof(sev));
@@ -173,6 +170,8 @@ FORK_CHILD_PATH static int arm_locked(struct thread_entry *e)
 	}
 	struct itimerspec its;
 	uint64_t first = 1 + rng_next() % timer_period_ns; /* (0, period] */
+	if (self)
+		sampler_thread_armed(first, timed);
 	its.it_value.tv_sec = (time_t)(first / 1000000000ULL);
 	its.it_value.tv_nsec = (long)(first % 1000000000ULL);
 	its.it_interval.tv_sec = (time_t)(timer_period_ns / 1000000000ULL);
@@ -205,7 +204,7 @@ static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
 	return true;
 }
 
-FORK_CHILD_PATH static int start_tid(pid_t tid, bool self)
+FORK_CHILD_PATH static int start_tid(pid_t tid, bool self, bool timed)
 {
 	int rc = 0;
 	pthread_mutex_lock(registry_lock);
@@ -221,7 +220,7 @@ FORK_CHILD_PATH static int start_tid(pid_t tid, bool self)
 	}
 	if (!find_live(tid)) {
 		struct thread_entry *e = add_locked(tid);
-		rc = e ? arm_locked(e) : -ENOMEM;
+		rc = e ? arm_locked(e, self, timed) : -ENOMEM;
 		/* A new thread's name is read later: before each upload and when it ends
 		 * (threads_exit_self), not here: one system call less per thread start. */
 		if (e && rc != 0)
@@ -240,15 +239,32 @@ int threads_start_self(bool is_main, size_t stack_size)
 	stack_bounds_self(is_main, stack_size, &r);
 	sampler_thread_setup(tid, r.lo, r.hi,
 			     !atomic_load_explicit(&scan_done, memory_order_acquire));
-	/* The key's destructor runs at thread exit however the thread ends. */
-	pthread_setspecific(exit_key, (void *)1);
-	int rc = start_tid(tid, true);
+	int rc = start_tid(tid, true, !is_main);
 	if (rc < 0)
 		log_debug("cannot arm the CPU timer of thread %d: %s", (int)tid, strerror(-rc));
 	return rc;
 }
 
-void threads_exit_self(void)
+/* Registry lock held. Drops e (swapping the last entry into its place): a thread that
+ * ended without samples needs no name, so a process creating thousands of threads per
+ * upload period keeps only its live and its sampled threads. */
+FORK_CHILD_PATH static void remove_locked(struct thread_entry *e)
+{
+	size_t i = (size_t)(e - entries);
+	size_t last = n_entries - 1;
+	if (i != last) {
+		entries[i] = entries[last];
+		if (!live_index_stale && !live_index_broken &&
+		    entries[i].status == THREAD_LIVE && entries[i].tid > 0 &&
+		    u64map_put(&live_index, (uint64_t)entries[i].tid, i) < 0)
+			live_index_broken = true;
+	}
+	n_entries = last;
+	if (!live_index_stale && ++live_index_dead_keys > n_entries + REGISTRY_MIN_CAP)
+		index_rebuild();
+}
+
+FORK_CHILD_PATH void threads_exit_self(const struct sampler_thread_root *root)
 {
 	pid_t tid = sampler_gettid();
 	pthread_mutex_lock(registry_lock);
@@ -257,11 +273,16 @@ void threads_exit_self(void)
 		if (e->has_timer)
 			timer_delete(e->timer);
 		e->has_timer = false;
-		e->status = THREAD_ENDED;
+		/* The CPU no sample covered (its timer is gone: no handler runs any more). */
+		sampler_thread_end(root);
 		/* Last chance to learn the name: /proc forgets it with the thread. Only a
 		 * thread with samples needs one (one system call less for the others). */
-		if (sampler_thread_sampled())
+		if (sampler_thread_sampled()) {
+			e->status = THREAD_ENDED;
 			prctl(PR_GET_NAME, e->name);
+		} else {
+			remove_locked(e);
+		}
 	}
 	pthread_mutex_unlock(registry_lock);
 }
@@ -287,7 +308,7 @@ int threads_scan_existing(void)
 			stack_bounds_snapshot();
 			others = true;
 		}
-		if (start_tid(tid, false) == 0)
+		if (start_tid(tid, false, false) == 0)
 			armed++;
 	}
 	closedir(d);
@@ -362,6 +383,14 @@ size_t threads_count(void)
 	return n;
 }
 
+size_t threads_registered(void)
+{
+	pthread_mutex_lock(registry_lock);
+	size_t n = n_entries;
+	pthread_mutex_unlock(registry_lock);
+	return n;
+}
+
 uint64_t threads_timer_failures(void)
 {
 	return atomic_load_explicit(&timer_failures, memory_order_relaxed);
@@ -388,7 +417,7 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	sampler_after_fork_child();
 	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
 	 * the timer are new. */
-	int rc = start_tid(sampler_gettid(), true);
+	int rc = start_tid(sampler_gettid(), true, false);
 	if (rc < 0)
 		log_debug("cannot arm the CPU timer in the fork child: %s", strerror(-rc));
 }

@@ -7,9 +7,11 @@
  *    main thread); threads_start_tid: arm a thread that existed before we loaded.
  *  - The first expiry is random in (0, period] so threads shorter than a period are
  *    sampled in proportion to their CPU time instead of never.
- *  - threads_exit_self deletes the timer at thread exit (return, pthread_exit, cancel:
- *    a pthread key destructor); threads_reap deletes timers of threads that ended
- *    without it (threads we did not create) and forgets them after their last upload.
+ *  - threads_exit_self deletes the timer at thread exit, adds the CPU no sample covered
+ *    (agent/sampler.h) (return, pthread_exit, cancel:
+ *    a cleanup handler in our pthread_create trampoline) and forgets a thread that has
+ *    no sample at once; threads_reap deletes timers of threads that ended without it
+ *    (threads we did not create) and forgets them after their last upload.
  * Context: application threads at thread start/exit (normal context), the uploader
  * thread (reap, names), fork handlers. A mutex guards the registry; the fork prepare
  * handler takes it so the child never inherits it held.
@@ -32,8 +34,11 @@ int threads_init(int signo, uint64_t period_ns);
  * stack_bounds_self). Allocates nothing in the common case. 0 or negative errno. */
 int threads_start_self(bool is_main, size_t stack_size);
 
-/* Calling thread is ending. Idempotent. */
-void threads_exit_self(void);
+/* Calling thread is ending (normal context, called by the thread itself however it
+ * ends: the caller arranges that, e.g. with pthread_cleanup_push). Idempotent. */
+struct sampler_thread_root;
+/* root: where an unsampled thread's CPU goes (sampler_thread_end); NULL: nowhere. */
+void threads_exit_self(const struct sampler_thread_root *root);
 
 /* Arms every thread in /proc/self/task that has no timer yet, except the caller.
  * Returns the number armed. */
@@ -52,6 +57,8 @@ bool threads_name(pid_t tid, char out[THREAD_NAME_MAX]);
 
 /* Live timers, for diagnostics and tests. */
 size_t threads_count(void);
+/* Entries held, live and ended (ended ones only if sampled), for tests. */
+size_t threads_registered(void);
 uint64_t threads_timer_failures(void);
 
 /* Fork: prepare locks the registry; parent unlocks; child forgets every parent thread

@@ -368,10 +368,10 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 		add_sample(&b, &pc, 1, 0, (own_ns + period / 2) / period, own_ns);
 	}
 	uint64_t dropped = atomic_load_explicit(&p->dropped_samples, memory_order_relaxed);
-	if (dropped) {
+	uint64_t dropped_ns = atomic_load_explicit(&p->dropped_cpu_ns, memory_order_relaxed);
+	if (dropped || dropped_ns) {
 		uintptr_t pc = PC_DROPPED;
-		add_sample(&b, &pc, 1, 0, dropped,
-			   atomic_load_explicit(&p->dropped_cpu_ns, memory_order_relaxed));
+		add_sample(&b, &pc, 1, 0, dropped, dropped_ns);
 	}
 
 	struct pb_buf body;

@@ -2,7 +2,7 @@
  * thread_churn.c - creates threads that burn a little CPU and end, in waves, ending
  * through return, pthread_exit and cancellation. At the end prints how many POSIX
  * timers the process still holds (from /proc/self/timers): the agent must have deleted
- * the timer of every ended thread. Each thread names itself "churn-N" (N < 1000): the
+ * the timer of every ended thread, and the process's CPU time (user + system). Each thread names itself "churn-N" (N < 1000): the
  * agent reads the name of a sampled thread when it ends.
  *
  * usage: thread_churn [threads=600] [wave=8]
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static volatile uint64_t sink;
@@ -84,5 +85,9 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("threads %d peak_timers %d final_timers %d\n", total, peak, count_timers());
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("cpu_seconds %.6f\n", (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+					  (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 	return 0;
 }

@@ -1,0 +1,208 @@
+/*
+ * test_threads.c - the thread registry and the CPU a thread is credited with at its end
+ * (agent/threads.c, sampler_thread_end in agent/sampler.c).
+ *
+ * - Exact end: threads sampled at 100 Hz burn 25, 33 and 47 ms of CPU; the profile must
+ *   credit each with its CPU clock within 0.3 ms. Whole-period weights alone are off by
+ *   up to a period (5 ms for 25 ms at 10 ms), and the kernel checks CPU timers only at
+ *   its tick, which loses more.
+ * - Unsampled threads: threads that live longer than a period but burn 0.3 ms rarely
+ *   get an expiry; each is measured at its end (probability 1 at this lifetime) and
+ *   credited to its start routine: the total must match their CPU clocks within 2%.
+ * - Registry: 2000 threads that end without a sample leave no entry behind; a sampled
+ *   thread keeps its entry and name until the reap that follows the next upload.
+ * The registry's lock and the sampler's per-thread state are what these exercise; the
+ * lock-free parts have their own stress suites.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/modules.h"
+#include "agent/profile.h"
+#include "agent/sampler.h"
+#include "agent/threads.h"
+#include "agent/unwind.h"
+#include "check_run.h"
+
+#define MS 1000000ULL
+
+static struct profile_pair pp;
+
+static void start_agent(uint64_t period_ns)
+{
+	ck_assert_int_eq(profiles_init(&pp, 16 << 20, 1), 0);
+	modules_init();
+	int signo = sampler_init(&pp, period_ns, 0, unwind_dwarf);
+	ck_assert_int_gt(signo, 0);
+	ck_assert_int_eq(threads_init(signo, period_ns), 0);
+	sampler_set_enabled(true);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+static volatile uint64_t sink;
+
+static void burn_until(uint64_t cpu_ns)
+{
+	while (thread_cpu_ns() < cpu_ns)
+		for (int i = 0; i < 2000; i++)
+			sink = sink * 6364136223846793005ULL + 1;
+}
+
+struct credit {
+	pid_t tid;
+	uint64_t cpu_ns, samples;
+	uintptr_t leaf; /* when set: only nodes whose leaf is this pc */
+};
+
+static void sum_tid(const struct trie_node *n, void *arg)
+{
+	struct credit *c = arg;
+	if (n->tid != c->tid || (c->leaf && (n->npcs == 0 || n->pcs[0] != c->leaf)))
+		return;
+	c->cpu_ns += atomic_load(&n->cpu_ns);
+	c->samples += atomic_load(&n->samples);
+}
+
+static struct credit credited(pid_t tid, uintptr_t leaf)
+{
+	struct credit c = {.tid = tid, .leaf = leaf};
+	trie_foreach(&profiles_active(&pp)->trie, sum_tid, &c);
+	return c;
+}
+
+struct job {
+	uint64_t burn_ns, sleep_ns;
+	pid_t tid;
+	uint64_t cpu_ns; /* its CPU clock just before it ended */
+	bool root;	 /* end with a root (as our pthread_create trampoline does) */
+	const char *name;
+};
+
+/* noinline and a frame pointer: its frame is the root an unsampled thread's CPU is
+ * credited to, as thread_trampoline's is in the library. */
+__attribute__((noinline)) static void *job_main(void *arg)
+{
+	struct job *j = arg;
+	threads_start_self(false, 0);
+	j->tid = sampler_gettid();
+	if (j->name)
+		prctl(PR_SET_NAME, j->name);
+	if (j->sleep_ns) {
+		struct timespec ts = {0, (long)j->sleep_ns};
+		nanosleep(&ts, NULL);
+	}
+	burn_until(thread_cpu_ns() + j->burn_ns);
+	struct sampler_thread_root root = {
+	    .start_fn = (uintptr_t)job_main,
+	    .caller_pc = (uintptr_t)&&here,
+	    .frame = (uintptr_t)__builtin_frame_address(0),
+	};
+here:
+	j->cpu_ns = thread_cpu_ns();
+	threads_exit_self(j->root ? &root : NULL);
+	return NULL;
+}
+
+static void run_jobs(struct job *jobs, int n, int at_once)
+{
+	pthread_t t[64];
+	for (int i = 0; i < n; i += at_once) {
+		int k = n - i < at_once ? n - i : at_once;
+		for (int m = 0; m < k; m++)
+			ck_assert_int_eq(pthread_create(&t[m], NULL, job_main, &jobs[i + m]), 0);
+		for (int m = 0; m < k; m++)
+			pthread_join(t[m], NULL);
+	}
+}
+
+START_TEST(test_sampled_thread_credited_exactly)
+{
+	start_agent(10 * MS);
+	struct job jobs[3] = {{.burn_ns = 25 * MS}, {.burn_ns = 33 * MS}, {.burn_ns = 47 * MS}};
+	run_jobs(jobs, 3, 1);
+	for (int i = 0; i < 3; i++) {
+		struct credit c = credited(jobs[i].tid, 0);
+		ck_assert_msg(c.samples >= 1, "job %d: no sample in %llu ms", i,
+			      (unsigned long long)(jobs[i].cpu_ns / MS));
+		int64_t err = (int64_t)c.cpu_ns - (int64_t)jobs[i].cpu_ns;
+		ck_assert_msg(llabs(err) < (long long)(MS * 3 / 10),
+			      "job %d: credited %.3f ms for %.3f ms of CPU", i, c.cpu_ns / 1e6,
+			      jobs[i].cpu_ns / 1e6);
+	}
+}
+END_TEST
+
+START_TEST(test_unsampled_threads_credited_to_start_routine)
+{
+	start_agent(10 * MS);
+	enum { N = 24 };
+	struct job jobs[N];
+	for (int i = 0; i < N; i++)
+		jobs[i] = (struct job){.burn_ns = 3 * MS / 10, .sleep_ns = 12 * MS, .root = true};
+	run_jobs(jobs, N, 8);
+	uint64_t want = 0, got = 0, at_root = 0;
+	for (int i = 0; i < N; i++) {
+		want += jobs[i].cpu_ns;
+		got += credited(jobs[i].tid, 0).cpu_ns;
+		at_root += credited(jobs[i].tid, (uintptr_t)job_main).cpu_ns;
+	}
+	ck_assert_msg(got > want * 98 / 100 && got < want * 102 / 100,
+		      "credited %.3f ms for %.3f ms of CPU", got / 1e6, want / 1e6);
+	/* 0.3 ms against a random first expiry in (0, 10 ms]: most have no sample. */
+	ck_assert_msg(at_root > want / 2, "only %.3f of %.3f ms on the start routine",
+		      at_root / 1e6, want / 1e6);
+}
+END_TEST
+
+START_TEST(test_registry_forgets_threads_without_samples)
+{
+	start_agent(1000 * MS);
+	struct job quick = {.burn_ns = 0};
+	for (int i = 0; i < 2000; i++)
+		run_jobs(&quick, 1, 1);
+	ck_assert_uint_le(threads_registered(), 1);
+	ck_assert_uint_eq(threads_count(), 0);
+}
+END_TEST
+
+START_TEST(test_sampled_thread_keeps_its_name_until_uploaded)
+{
+	start_agent(1 * MS);
+	struct job j = {.burn_ns = 30 * MS, .name = "keep-me"};
+	run_jobs(&j, 1, 1);
+	ck_assert_uint_ge(credited(j.tid, 0).samples, 1);
+	char name[THREAD_NAME_MAX];
+	ck_assert(threads_name(j.tid, name));
+	ck_assert_str_eq(name, "keep-me");
+	/* The upload that serializes its samples reaps afterwards: forgotten then. */
+	threads_reap();
+	ck_assert(!threads_name(j.tid, name));
+	ck_assert_uint_eq(threads_registered(), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("threads");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_sampled_thread_credited_exactly);
+	tcase_add_test(tc, test_unsampled_threads_credited_to_start_routine);
+	tcase_add_test(tc, test_registry_forgets_threads_without_samples);
+	tcase_add_test(tc, test_sampled_thread_keeps_its_name_until_uploaded);
+	suite_add_tcase(s, tc);
+	return check_run_suite(s);
+}
