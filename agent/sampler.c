@@ -35,20 +35,23 @@ struct thread_state {
 	bool internal;	    /* profiler-owned thread: never recorded */
 	bool sampled;	    /* a sample was recorded in this thread */
 	bool exact;	    /* armed its own timer: its end is accounted (sampler_thread_end) */
-	uint32_t last_n;    /* frames of its last sample, still in tls_pcs */
+	uint32_t last_n;    /* frames of its last sample, still in pcs */
 	uint64_t first_ns;  /* weight of the first expiry, still to come: its offset; 0 = none */
 	uint64_t recorded_ns; /* weights recorded for this thread since it armed its timer */
 	uint64_t armed_ns;  /* CLOCK_MONOTONIC when it armed its timer */
 	uintptr_t stack_lo; /* 0 = unknown */
 	uintptr_t stack_hi; /* 0 = unknown */
+	/* The handler's pc buffer lives here, not on the interrupted stack: 2 KiB more on
+	 * a small fiber stack near its limit would hit the guard page. The handler cannot
+	 * nest (every signal is blocked while it runs), so one buffer per thread is
+	 * enough. Last: the fields above, which a fork child writes, stay on one page
+	 * (each page the child writes is a copy-on-write fault on its exit path). */
+	uintptr_t pcs[UNWIND_MAX_DEPTH];
 };
 
 /* initial-exec: the handler must not trigger lazy TLS allocation (invariant 1). */
 static __thread struct thread_state tls_state __attribute__((tls_model("initial-exec")));
-/* The handler's pc buffer lives here, not on the interrupted stack: 2 KiB more on a
- * small fiber stack near its limit would hit the guard page. The handler cannot nest
- * (every signal is blocked while it runs), so one buffer per thread is enough. */
-static __thread uintptr_t tls_pcs[UNWIND_MAX_DEPTH] __attribute__((tls_model("initial-exec")));
+#define tls_pcs (tls_state.pcs)
 
 static struct profile_pair *sampler_profiles;
 static uint64_t sampler_period;
@@ -222,7 +225,7 @@ bool sampler_thread_sampled(void)
 }
 
 /* Normal context, in the thread itself, before it arms its timer. */
-void sampler_thread_armed(uint64_t first_ns, bool timed)
+FORK_CHILD_PATH void sampler_thread_armed(uint64_t first_ns, bool timed)
 {
 	uint64_t now_ns = timed ? clock_now_ns(CLOCK_MONOTONIC) : 0;
 	struct thread_state *ts = &tls_state;
