@@ -111,8 +111,7 @@ void profile_reset(struct profile *p)
 
 FORK_CHILD_PATH bool profiles_empty(struct profile_pair *pp)
 {
-	return atomic_load_explicit(&pp->p[0].samples, memory_order_relaxed) == 0 &&
-	       atomic_load_explicit(&pp->p[1].samples, memory_order_relaxed) == 0;
+	return !profile_has_data(&pp->p[0]) && !profile_has_data(&pp->p[1]);
 }
 
 FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)

@@ -58,7 +58,15 @@ void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pc
  */
 struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns);
 
-/* True when neither profile holds a sample (relaxed reads: a sample racing with the
+/* Whether p holds a sample or CPU time (the end of a thread is CPU without a sample).
+ * Relaxed reads. */
+static inline bool profile_has_data(struct profile *p)
+{
+	return atomic_load_explicit(&p->samples, memory_order_relaxed) != 0 ||
+	       atomic_load_explicit(&p->cpu_ns, memory_order_relaxed) != 0;
+}
+
+/* True when neither profile holds a sample or CPU time (relaxed reads: a sample racing with the
  * call may or may not be seen). Any thread. */
 bool profiles_empty(struct profile_pair *pp);
 

@@ -35,6 +35,7 @@ struct thread_state {
 	bool internal;	    /* profiler-owned thread: never recorded */
 	bool sampled;	    /* a sample was recorded in this thread */
 	bool exact;	    /* armed its own timer: its end is accounted (sampler_thread_end) */
+	bool ended;	    /* its end was accounted: a late signal records nothing */
 	uint32_t last_n;    /* frames of its last sample, still in pcs */
 	uint64_t first_ns;  /* weight of the first expiry, still to come: its offset; 0 = none */
 	uint64_t recorded_ns; /* weights recorded for this thread since it armed its timer */
@@ -80,6 +81,12 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 		return;
 	}
 	struct thread_state *ts = &tls_state;
+	if (ts->ended) {
+		/* An expiry that was pending (the signal blocked) when the thread's timer
+		 * was deleted: its CPU is already in the end's account. */
+		errno = saved_errno;
+		return;
+	}
 	/* si_overrun: expiries the kernel merged into this one signal. The first expiry
 	 * of a thread that armed its own timer weighs its random offset, the CPU it
 	 * really stands for; the CPU after the last one is added at the thread's end. */
@@ -219,22 +226,20 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-bool sampler_thread_sampled(void)
+FORK_CHILD_PATH bool sampler_thread_sampled(void)
 {
 	return tls_state.sampled;
 }
 
-/* Normal context, in the thread itself, before it arms its timer. */
-FORK_CHILD_PATH void sampler_thread_armed(uint64_t first_ns, bool timed)
+/* Normal context, in the thread itself, before it arms its timer. Samples and weights
+ * it recorded before (a timer the start-up scan armed) stay counted. */
+FORK_CHILD_PATH void sampler_thread_armed(uint64_t first_ns, bool exact)
 {
-	uint64_t now_ns = timed ? clock_now_ns(CLOCK_MONOTONIC) : 0;
 	struct thread_state *ts = &tls_state;
-	ts->sampled = false;
-	ts->recorded_ns = 0;
-	ts->last_n = 0;
-	ts->armed_ns = now_ns;
-	ts->first_ns = first_ns;
-	ts->exact = true;
+	ts->armed_ns = exact ? clock_now_ns(CLOCK_MONOTONIC) : 0;
+	ts->first_ns = exact ? first_ns : 0;
+	ts->exact = exact;
+	ts->ended = false;
 	/* Pairs with the handler, which runs on this thread only once the timer armed
 	 * after this call fires: the fields above are written before it can. */
 	atomic_signal_fence(memory_order_seq_cst);
@@ -276,9 +281,11 @@ static uint32_t root_stack(const struct sampler_thread_root *root, uintptr_t *pc
 void sampler_thread_end(const struct sampler_thread_root *root)
 {
 	struct thread_state *ts = &tls_state;
-	if (!ts->exact || ts->internal || !atomic_load_explicit(&sampler_enabled, memory_order_relaxed))
-		return;
+	bool exact = ts->exact;
 	ts->exact = false;
+	ts->ended = true;
+	if (!exact || ts->internal || !atomic_load_explicit(&sampler_enabled, memory_order_relaxed))
+		return;
 	if (ts->sampled) {
 		/* The CPU after its last expiry (and before its timer was armed). */
 		uint64_t cpu = thread_cpu_ns();
@@ -288,7 +295,7 @@ void sampler_thread_end(const struct sampler_thread_root *root)
 		ts->recorded_ns = cpu;
 		return;
 	}
-	if (!root || !root->frame || !ts->armed_ns)
+	if (!root || !root->frame)
 		return;
 	uint64_t now_ns = clock_now_ns(CLOCK_MONOTONIC);
 	/* A thread that ended before its first expiry was ever seen. The kernel checks
@@ -322,7 +329,14 @@ void sampler_thread_mark_internal(void)
 
 FORK_CHILD_PATH void sampler_after_fork_child(void)
 {
-	tls_state.tid = 0;
+	/* A new task: its own tid, CPU clock and samples (its timer is armed next). */
+	struct thread_state *ts = &tls_state;
+	ts->tid = 0;
+	ts->sampled = false;
+	ts->recorded_ns = 0;
+	ts->last_n = 0;
+	ts->exact = false;
+	ts->first_ns = 0;
 }
 
 uint64_t sampler_foreign_signals(void)

@@ -64,9 +64,11 @@ struct sampler_thread_root {
 };
 /* Added to an unsampled thread's lifetime: CPU it used before it armed its timer. */
 #define SAMPLER_END_SLACK_NS 50000ULL
-/* timed: note when (a vDSO clock read; false in a fork child, whose first read faults
- * a page: its forking thread has no root anyway). */
-void sampler_thread_armed(uint64_t first_ns, bool timed);
+/* exact: the thread's end will call sampler_thread_end with a root (our pthread_create
+ * trampoline). Otherwise (the main thread, a fork child) its samples keep whole-period
+ * weights, unbiased without an end account: an unsampled thread would count 0 while a
+ * sampled one counted in full, which biases short ones low (C^2/P instead of C). */
+void sampler_thread_armed(uint64_t first_ns, bool exact);
 void sampler_thread_end(const struct sampler_thread_root *root);
 
 /* In the calling thread: marks it as a profiler thread; its samples are ignored. */

@@ -154,8 +154,8 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 }
 
 /* Registry lock held. Creates and arms the timer of e->tid. self: e is the calling
- * thread (its first sample then weighs its offset; timed: see sampler_thread_armed). */
-FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self, bool timed)
+ * thread (exact: see sampler_thread_armed). */
+FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self, bool exact)
 {
 	struct sigevent sev;
 	memset(&sev, 0, sizeof(sev));
@@ -171,7 +171,7 @@ FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self, bool ti
 	struct itimerspec its;
 	uint64_t first = 1 + rng_next() % timer_period_ns; /* (0, period] */
 	if (self)
-		sampler_thread_armed(first, timed);
+		sampler_thread_armed(first, exact);
 	its.it_value.tv_sec = (time_t)(first / 1000000000ULL);
 	its.it_value.tv_nsec = (long)(first % 1000000000ULL);
 	its.it_interval.tv_sec = (time_t)(timer_period_ns / 1000000000ULL);
@@ -204,7 +204,7 @@ static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
 	return true;
 }
 
-FORK_CHILD_PATH static int start_tid(pid_t tid, bool self, bool timed)
+FORK_CHILD_PATH static int start_tid(pid_t tid, bool self, bool exact)
 {
 	int rc = 0;
 	pthread_mutex_lock(registry_lock);
@@ -220,7 +220,7 @@ FORK_CHILD_PATH static int start_tid(pid_t tid, bool self, bool timed)
 	}
 	if (!find_live(tid)) {
 		struct thread_entry *e = add_locked(tid);
-		rc = e ? arm_locked(e, self, timed) : -ENOMEM;
+		rc = e ? arm_locked(e, self, exact) : -ENOMEM;
 		/* A new thread's name is read later: before each upload and when it ends
 		 * (threads_exit_self), not here: one system call less per thread start. */
 		if (e && rc != 0)
@@ -415,6 +415,10 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	live_index_broken = false;
 	pthread_mutex_init(registry_lock, NULL);
 	sampler_after_fork_child();
+	/* Every child of the same parent would otherwise draw the same first expiry (the
+	 * parent's generator does not move when it forks): mix in the child's tid. */
+	rng_state ^= (uint64_t)sampler_gettid() * 0x9E3779B97F4A7C15ULL;
+	rng_next();
 	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
 	 * the timer are new. */
 	int rc = start_tid(sampler_gettid(), true, false);

@@ -252,10 +252,12 @@ static void visit_node(const struct trie_node *node, void *arg)
 {
 	struct builder *b = arg;
 	uint64_t samples = atomic_load_explicit(&node->samples, memory_order_relaxed);
-	if (samples == 0)
-		return; /* inserted, then the handler was raced by the swap: never counted */
-	add_sample(b, node->pcs, node->npcs, node->tid, samples,
-		   atomic_load_explicit(&node->cpu_ns, memory_order_relaxed));
+	uint64_t cpu_ns = atomic_load_explicit(&node->cpu_ns, memory_order_relaxed);
+	/* Both 0: inserted, then the handler was raced by the swap: never counted. A node
+	 * with CPU and no sample holds the end of a thread (profiles_record_n). */
+	if (samples == 0 && cpu_ns == 0)
+		return;
+	add_sample(b, node->pcs, node->npcs, node->tid, samples, cpu_ns);
 }
 
 static void value_type(struct pb_buf *out, struct builder *b, uint32_t field, const char *type,

@@ -366,7 +366,8 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
 	struct profile *p = profiles_swap(up_profiles, now);
 	uint64_t samples = atomic_load_explicit(&p->samples, memory_order_relaxed);
-	if (samples > 0 && !ctx->sym) {
+	bool has_data = profile_has_data(p);
+	if (has_data && !ctx->sym) {
 		/* Made at the first profile with samples: a fork child that never has one
 		 * (most children of a fork storm) never pays for it. */
 		ctx->sym = symbolizer_new();
@@ -374,7 +375,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 			count(&st_serialize_failures, 1);
 		live_sym = ctx->sym; /* read by the fork child handler only */
 	}
-	if (samples > 0 && ctx->sym) {
+	if (has_data && ctx->sym) {
 		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
 		struct pprof_meta meta = {.start_ns = p->start_ns,
 					  .end_ns = now,

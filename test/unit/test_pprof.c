@@ -178,6 +178,25 @@ START_TEST(test_samples_keep_counts_weights_and_labels)
 }
 END_TEST
 
+/* The CPU a thread used after its last sample is added at its end with no sample
+ * (profiles_record_n); when a swap came in between, it is alone on its stack in the
+ * new profile, and must still be written. */
+START_TEST(test_cpu_without_samples_is_kept)
+{
+	uintptr_t a[] = {(uintptr_t)known_leaf_function + 2};
+	ck_assert(profiles_empty(&pp));
+	profiles_record_n(&pp, 5, a, 1, 0, 1234567);
+	ck_assert(!profiles_empty(&pp));
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	ck_assert_uint_eq(prof.num_samples, 1);
+	ck_assert_int_eq(prof.samples[0].values[0], 0);
+	ck_assert_int_eq(prof.samples[0].values[1], 1234567);
+	ck_assert_str_eq(leaf_name(&prof, &prof.samples[0]), "known_leaf_function");
+	pprof_free(&prof);
+}
+END_TEST
+
 START_TEST(test_return_address_at_function_end_names_the_caller)
 {
 	/* A return address one past a function's last byte belongs to that function:
@@ -397,6 +416,7 @@ int main(void)
 	tcase_add_test(tc, test_inlined_function_is_a_line_of_its_own_location);
 	tcase_add_test(tc, test_pcs_of_one_function_share_it);
 	tcase_add_test(tc, test_incomplete_frame_is_named);
+	tcase_add_test(tc, test_cpu_without_samples_is_kept);
 	tcase_add_test(tc, test_unnamed_pc_keeps_mapping_and_address);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);

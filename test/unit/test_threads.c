@@ -159,7 +159,10 @@ START_TEST(test_unsampled_threads_credited_to_start_routine)
 		got += credited(jobs[i].tid, 0).cpu_ns;
 		at_root += credited(jobs[i].tid, (uintptr_t)job_main).cpu_ns;
 	}
-	ck_assert_msg(got > want * 98 / 100 && got < want * 102 / 100,
+	/* 2%, plus 30 us a thread: the credit is read a little after want (registry
+	 * lock, timer_delete). */
+	uint64_t slack = want / 50 + N * 30000;
+	ck_assert_msg(got + slack > want && got < want + slack,
 		      "credited %.3f ms for %.3f ms of CPU", got / 1e6, want / 1e6);
 	/* 0.3 ms against a random first expiry in (0, 10 ms]: most have no sample. */
 	ck_assert_msg(at_root > want / 2, "only %.3f of %.3f ms on the start routine",
