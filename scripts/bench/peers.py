@@ -336,7 +336,11 @@ def bench_spawn(resdir):
     uploading = [Profiler("libddprof", extra={"DD_TRACE_AGENT_URL": url,
                                               "DD_PROFILING_UPLOAD_PERIOD": "1"})]
     res["after_upload_warmup_s"] = 1.5
-    cases = [("threads", [os.path.join(BENCH, "bench_spawn"), "threads", str(n_threads)], cands),
+    # Thread create+join swings by +-0.1 from run to run on these machines (gperftools,
+    # which does nothing per thread, got 0.82 and 0.93 in two runs): its runs take half
+    # a second, so it gets three times the pairs.
+    cases = [("threads", [os.path.join(BENCH, "bench_spawn"), "threads", str(n_threads)], cands,
+              rounds * 3),
              ("fork", [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks)], cands),
              ("fork_after_upload",
               [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks), "1.5"], uploading),
@@ -351,14 +355,15 @@ def bench_spawn(resdir):
 
 
 def spawn_cases(res, rounds, cases):
-    for case, argv, cands in cases:
+    for case, argv, cands, *more in cases:
+        case_rounds = more[0] if more else rounds
         def measure(prof, argv=argv):
             # A normal run takes a few seconds; gperftools sometimes deadlocks in fork.
             out, _, _, _ = run(prof, argv, timeout=SPAWN_TIMEOUT)
             return fields(out)["rate"]
 
         HUNG.clear()
-        pairs = paired(cands, rounds, measure)
+        pairs = paired(cands, case_rounds, measure)
         for c in cands:
             ps = pairs[c.name]
             row = {"case": case, "profiler": c.kind, "base_rate": median([b for b, _ in ps]),
