@@ -31,17 +31,17 @@
 #include "common/log.h"
 
 struct thread_state {
-	pid_t tid;	    /* 0 = not cached yet */
-	bool internal;	    /* profiler-owned thread: never recorded */
-	bool sampled;	    /* a sample was recorded in this thread */
-	bool exact;	    /* armed its own timer: its end is accounted (sampler_thread_end) */
-	bool ended;	    /* its end was accounted: a late signal records nothing */
-	uint32_t last_n;    /* frames of its last sample, still in pcs */
-	uint64_t first_ns;  /* weight of the first expiry, still to come: its offset; 0 = none */
+	pid_t tid;	      /* 0 = not cached yet */
+	bool internal;	      /* profiler-owned thread: never recorded */
+	bool sampled;	      /* a sample was recorded in this thread */
+	bool exact;	      /* armed its own timer: its end is accounted (sampler_thread_end) */
+	bool ended;	      /* its end was accounted: a late signal records nothing */
+	uint32_t last_n;      /* frames of its last sample, still in pcs */
+	uint64_t first_ns;    /* weight of the first expiry, still to come: its offset; 0 = none */
 	uint64_t recorded_ns; /* weights recorded for this thread since it armed its timer */
-	uint64_t armed_ns;  /* CLOCK_MONOTONIC when it armed its timer */
-	uintptr_t stack_lo; /* 0 = unknown */
-	uintptr_t stack_hi; /* 0 = unknown */
+	uint64_t armed_ns;    /* CLOCK_MONOTONIC when it armed its timer */
+	uintptr_t stack_lo;   /* 0 = unknown */
+	uintptr_t stack_hi;   /* 0 = unknown */
 	/* The handler's pc buffer lives here, not on the interrupted stack: 2 KiB more on
 	 * a small fiber stack near its limit would hit the guard page. The handler cannot
 	 * nest (every signal is blocked while it runs), so one buffer per thread is
@@ -52,7 +52,6 @@ struct thread_state {
 
 /* initial-exec: the handler must not trigger lazy TLS allocation (invariant 1). */
 static __thread struct thread_state tls_state __attribute__((tls_model("initial-exec")));
-#define tls_pcs (tls_state.pcs)
 
 static struct profile_pair *sampler_profiles;
 static uint64_t sampler_period;
@@ -117,7 +116,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	 * stack or a coroutine stack we know only the leaf. */
 	if (regs.sp >= ts->stack_lo && regs.sp < ts->stack_hi)
 		regs.stack_hi = ts->stack_hi;
-	uintptr_t *pcs = tls_pcs;
+	uintptr_t *pcs = tls_state.pcs;
 	uint32_t n = sampler_unwinder(&regs, pcs, UNWIND_MAX_DEPTH);
 	profiles_record(sampler_profiles, sampler_gettid(), pcs, n, weight);
 	ts->sampled = true;
@@ -277,7 +276,7 @@ static uint32_t root_stack(const struct sampler_thread_root *root, uintptr_t *pc
 }
 
 /* Normal context, in the thread itself, once its timer is deleted (no handler can run
- * for it any more, so tls_pcs is ours). */
+ * for it any more, so tls_state.pcs is ours). */
 void sampler_thread_end(const struct sampler_thread_root *root)
 {
 	struct thread_state *ts = &tls_state;
@@ -290,8 +289,8 @@ void sampler_thread_end(const struct sampler_thread_root *root)
 		/* The CPU after its last expiry (and before its timer was armed). */
 		uint64_t cpu = thread_cpu_ns();
 		if (cpu > ts->recorded_ns && ts->last_n > 0)
-			profiles_record_n(sampler_profiles, sampler_gettid(), tls_pcs, ts->last_n,
-					  0, cpu - ts->recorded_ns);
+			profiles_record_n(sampler_profiles, sampler_gettid(), tls_state.pcs,
+					  ts->last_n, 0, cpu - ts->recorded_ns);
 		ts->recorded_ns = cpu;
 		return;
 	}
@@ -311,8 +310,8 @@ void sampler_thread_end(const struct sampler_thread_root *root)
 	if (cpu == 0)
 		return;
 	uint64_t weight = lived < scale ? (uint64_t)((unsigned __int128)cpu * scale / lived) : cpu;
-	uint32_t n = root_stack(root, tls_pcs);
-	profiles_record_n(sampler_profiles, sampler_gettid(), tls_pcs, n, 1, weight);
+	uint32_t n = root_stack(root, tls_state.pcs);
+	profiles_record_n(sampler_profiles, sampler_gettid(), tls_state.pcs, n, 1, weight);
 	ts->sampled = true;
 	ts->recorded_ns = cpu;
 }

@@ -254,9 +254,8 @@ FORK_CHILD_PATH static void remove_locked(struct thread_entry *e)
 	size_t last = n_entries - 1;
 	if (i != last) {
 		entries[i] = entries[last];
-		if (!live_index_stale && !live_index_broken &&
-		    entries[i].status == THREAD_LIVE && entries[i].tid > 0 &&
-		    u64map_put(&live_index, (uint64_t)entries[i].tid, i) < 0)
+		if (!live_index_stale && !live_index_broken && entries[i].status == THREAD_LIVE &&
+		    entries[i].tid > 0 && u64map_put(&live_index, (uint64_t)entries[i].tid, i) < 0)
 			live_index_broken = true;
 	}
 	n_entries = last;

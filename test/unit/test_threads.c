@@ -107,7 +107,7 @@ __attribute__((noinline)) static void *job_main(void *arg)
 	burn_until(thread_cpu_ns() + j->burn_ns);
 	struct sampler_thread_root root = {
 	    .start_fn = (uintptr_t)job_main,
-	    .caller_pc = (uintptr_t)&&here,
+	    .caller_pc = (uintptr_t) && here,
 	    .frame = (uintptr_t)__builtin_frame_address(0),
 	};
 here:

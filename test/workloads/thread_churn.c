@@ -2,8 +2,8 @@
  * thread_churn.c - creates threads that burn a little CPU and end, in waves, ending
  * through return, pthread_exit and cancellation. At the end prints how many POSIX
  * timers the process still holds (from /proc/self/timers): the agent must have deleted
- * the timer of every ended thread, and the process's CPU time (user + system). Each thread names itself "churn-N" (N < 1000): the
- * agent reads the name of a sampled thread when it ends.
+ * the timer of every ended thread, and the process's CPU time (user + system). Each thread names
+ * itself "churn-N" (N < 1000): the agent reads the name of a sampled thread when it ends.
  *
  * usage: thread_churn [threads=600] [wave=8]
  */
@@ -88,6 +88,6 @@ int main(int argc, char **argv)
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	printf("cpu_seconds %.6f\n", (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-					  (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+					 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 	return 0;
 }
