@@ -81,7 +81,8 @@ static void *thread_trampoline(void *p)
 	 * from this frame (built with a frame pointer), and this frame's callers. */
 	struct sampler_thread_root root = {
 	    .start_fn = (uintptr_t)start.fn,
-	    /* clang-format off: it reads the label address as a logical and */
+	    /* A label's address (clang-format would read it as a logical and). */
+	    /* clang-format off */
 	    .caller_pc = (uintptr_t)&&call_start,
 	    /* clang-format on */
 	    .frame = (uintptr_t)__builtin_frame_address(0),
