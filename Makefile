@@ -47,7 +47,8 @@ $(BUILD)/obj/%.o: %.c $(wildcard */*.h) Makefile
 
 $(BUILD)/libddprof.so: $(LIB_OBJS)
 	@echo "  LD      $@"
-	@$(CC) -shared -o $@ $^ -Wl,-z,now -Wl,--no-undefined $(LIB_LDLIBS)
+	@$(CC) -shared -o $@ $^ -Wl,-z,now -Wl,--no-undefined \
+		-Wl,-z,start-stop-visibility=hidden $(LIB_LDLIBS)
 
 $(BUILD)/libddprof_core.a: $(CORE_OBJS)
 	@rm -f $@

@@ -65,7 +65,8 @@ static void thread_end(void *root)
 	threads_exit_self(root);
 }
 
-static void *thread_trampoline(void *p)
+/* In a section of its own: the serializer leaves it out of stacks (uploader/pprof.c). */
+__attribute__((section("ddprof_trampoline"))) static void *thread_trampoline(void *p)
 {
 	struct thread_start start;
 	memcpy(&start, p, offsetof(struct thread_start, busy));

@@ -219,18 +219,32 @@ static void label_str(struct pb_buf *s, struct pb_buf *tmp, int64_t key, int64_t
 	pb_bytes(s, SAMPLE_LABEL, tmp->data, tmp->len);
 }
 
+/* Our pthread_create trampoline (preload/preload.c, section ddprof_trampoline): a caller
+ * frame of every thread the application creates. It is left out of stacks, as if it
+ * had been a tail call. Weak: absent from programs without it (unit tests). */
+extern const char __start_ddprof_trampoline[] __attribute__((weak, visibility("hidden")));
+extern const char __stop_ddprof_trampoline[] __attribute__((weak, visibility("hidden")));
+
+static bool is_trampoline(uintptr_t pc)
+{
+	return pc >= (uintptr_t)__start_ddprof_trampoline &&
+	       pc < (uintptr_t)__stop_ddprof_trampoline;
+}
+
 static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int32_t tid,
 		       uint64_t samples, uint64_t cpu_ns)
 {
 	uint64_t ids[UNWIND_MAX_DEPTH];
 	if (n > UNWIND_MAX_DEPTH)
 		n = UNWIND_MAX_DEPTH;
+	uint32_t nids = 0;
 	for (uint32_t i = 0; i < n; i++)
-		ids[i] = location_id(b, pcs[i], i > 0);
+		if (i == 0 || !is_trampoline(pcs[i] - 1))
+			ids[nids++] = location_id(b, pcs[i], i > 0);
 	struct pb_buf s, tmp;
 	pb_init(&s);
 	pb_init(&tmp);
-	pb_packed_u64(&s, SAMPLE_LOCATION_ID, ids, n);
+	pb_packed_u64(&s, SAMPLE_LOCATION_ID, ids, nids);
 	int64_t values[2] = {(int64_t)samples, (int64_t)cpu_ns};
 	pb_packed_i64(&s, SAMPLE_VALUE, values, 2);
 	if (tid > 0) {

@@ -148,6 +148,9 @@ def test_timers_deleted_when_threads_end(ctx):
     # before exit, the profile also holds the exit flush: a little above 1 is fine).
     check(burn >= 0.5 * 1.2e9, "churn_burn has %.3f s of cpu-time, expected >= 0.6 s"
           % (burn / 1e9))
+    # Our pthread_create trampoline is left out of stacks (uploader/pprof.c).
+    check(not any("thread_trampoline" in st["frames"] for p in profs for st in p["stacks"]),
+          "a stack shows the agent's thread_trampoline")
     total = sum(p["totals"][1] for p in profs) / 1e9
     check(cpu and 0.93 <= total / cpu <= 1.07,
           "profile total %.3f s for %s s of process CPU: short threads not counted in full"
