@@ -329,6 +329,16 @@ static int refresh(bool *changed_out)
 		else
 			snprintf(s.f[0].path, sizeof(s.f[0].path), "[exe]");
 	}
+	/* dlopen("dir/lib.so") leaves that relative name in the link map: resolve it now,
+	 * while it still names the file (the cwd may change; an unloaded library is
+	 * symbolized from this path after the fact). Relative names are rare; the others
+	 * cost a byte compare. */
+	for (size_t i = 1; i < s.n; i++) {
+		char full[PATH_MAX];
+		if (s.f[i].path[0] != '/' && s.f[i].path[0] != '[' && s.f[i].path[0] &&
+		    realpath(s.f[i].path, full) && strlen(full) < sizeof(s.f[i].path))
+			snprintf(s.f[i].path, sizeof(s.f[i].path), "%s", full);
+	}
 	if (s.err) {
 		free(s.f);
 		return s.err;

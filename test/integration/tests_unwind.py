@@ -161,6 +161,24 @@ def test_dlopen_dlclose_churn(ctx):
         m.group(1), cpu, 100.0 * named / total, 100.0 * rooted / total)
 
 
+def test_dlopen_by_relative_path_is_named(ctx):
+    """dlopen("build/workloads/libchurn.so") (relative to the cwd), burn, dlclose: the
+    link map keeps the relative name; the library's frames must still be named."""
+    out = os.path.join(ctx.dir, "out")
+    lib = os.path.relpath(os.path.join(WORKLOADS, "libchurn.so"))
+    check(not lib.startswith("/") and "/" in lib, "not a relative path: %s" % lib)
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "dlopen_churn"), lib, "1.5"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
+    profs = dump(profile_files(out), stacks=True)
+    total, rooted, found, outer = stack_shares(profs, ["churn_burn"])
+    named = found["churn_burn"]
+    check(named >= 0.5 * total, "library functions hold %.1f%% of cpu-time (%s)"
+          % (100.0 * named / max(total, 1), lib))
+    return "%s: churn=%.1f%%" % (lib, 100.0 * named / total)
+
+
 def test_dlopen_while_an_upload_hangs_still_gets_tables(ctx):
     """The unwind tables are built on the uploader thread: a library first loaded while
     an upload waits on a silent intake (30 s delay) must get its table without waiting
