@@ -230,6 +230,11 @@ FORK_CHILD_PATH bool sampler_thread_sampled(void)
 	return tls_state.sampled;
 }
 
+FORK_CHILD_PATH bool sampler_thread_has_end_account(void)
+{
+	return tls_state.exact;
+}
+
 /* Normal context, in the thread itself, before it arms its timer. Samples and weights
  * it recorded before (a timer the start-up scan armed) stay counted. */
 FORK_CHILD_PATH void sampler_thread_armed(uint64_t first_ns, bool exact)

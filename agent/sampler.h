@@ -44,6 +44,9 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 
 /* Whether a sample was recorded in the calling thread. */
 bool sampler_thread_sampled(void);
+/* Whether the calling thread's end will add the CPU no sample covered
+ * (sampler_thread_armed with exact, not yet ended). */
+bool sampler_thread_has_end_account(void);
 
 /*
  * Exact CPU at a thread's end. A thread that arms its own timer calls

@@ -77,9 +77,9 @@ __attribute__((section("ddprof_trampoline"))) static void *thread_trampoline(voi
 	threads_start_self(false, start.stack_size);
 	/* However the thread ends (return, pthread_exit, cancellation), thread_end runs.
 	 * A cleanup handler, not a pthread key destructor: glibc walks every key slot of
-	 * a thread that set one (callgrind: ~770 instructions less per thread). */
-	/* Where the CPU of a thread that ends unsampled goes: its start routine, called
-	 * from this frame (built with a frame pointer), and this frame's callers. */
+	 * a thread that set one (callgrind: ~770 instructions less per thread). root:
+	 * where the CPU of a thread that ends unsampled goes, its start routine called
+	 * from this frame (built with a frame pointer) and this frame's callers. */
 	struct sampler_thread_root root = {
 	    .start_fn = (uintptr_t)start.fn,
 	    /* A label's address (clang-format would read it as a logical and). */

@@ -648,9 +648,11 @@ FORK_CHILD_PATH void uploader_stop(uint64_t timeout_ns)
 {
 	if (up_cfg)
 		timeout_ns = up_cfg->exit_flush_timeout_ns;
-	/* The exiting thread's CPU since its last sample goes into the final profile
-	 * (agent/sampler.h; only a sampled thread has any to add). */
-	if (sampler_thread_sampled())
+	/* exit() called from a thread the application created: its CPU since its last
+	 * sample goes into the final profile (agent/sampler.h). The main thread and a
+	 * fork child keep whole-period weights and have nothing to add: their exit pays
+	 * no system call for it. */
+	if (sampler_thread_sampled() && sampler_thread_has_end_account())
 		threads_exit_self(NULL);
 	/* A fork child that deferred its thread: needed now only for a final profile. */
 	hijack_disarm();
