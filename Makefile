@@ -9,7 +9,7 @@ WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 BASE_CFLAGS := -std=gnu11 -O2 -g -pthread -fPIC $(WARN) -fno-omit-frame-pointer \
 	-D_GNU_SOURCE -DDDPROF_VERSION=\"$(VERSION)\" -I.
 # Only the interposed libc functions and the public API (DDPROF_EXPORT) are exported.
-LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden
+LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden -fno-plt
 LIB_LDLIBS := -ldl -lrt -pthread
 # libelf and zlib are not linked into the library (libdw and libz are dlopen'd by the
 # uploader); the tests' own tools (the pprof reader, ELF checks) link them.

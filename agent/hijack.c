@@ -51,9 +51,9 @@ struct code_range {
 static struct code_range unsafe[MAX_UNSAFE_RANGES];
 static size_t n_unsafe;
 static void (*hijack_fn)(void);
-static uint8_t *stack_top; /* NULL: unavailable */
-static uint8_t *frame_buf; /* HIJACK_FRAME_BYTES above the stack */
-static _Atomic bool armed;
+static uint8_t *stack_top;		   /* NULL: unavailable */
+static uint8_t *frame_buf;		   /* HIJACK_FRAME_BYTES above the stack */
+FORK_CHILD_DATA static _Atomic bool armed; /* a fork child arms it */
 static _Atomic uint64_t st_redirects, st_refused;
 
 /* Read by the entry stub after the function returns: the copied frame's uc. Hidden:

@@ -15,12 +15,23 @@
 
 static struct module_map empty_map;
 static _Atomic(struct module_map *) cur_map = &empty_map;
-static struct grace map_grace;
+/* On the fork-local page when module_map_place_grace found room: handlers write the
+ * reader counts at every sample, and there the parent takes no copy-on-write fault
+ * after a fork; a fork child finds them zero, which is right (no reader in it). */
+static struct grace map_grace_fallback;
+static struct grace *map_grace = &map_grace_fallback;
+
+void module_map_place_grace(void)
+{
+	struct grace *g = fork_local_alloc(sizeof(*g));
+	if (g)
+		map_grace = g;
+}
 
 /* async-signal-safe */
 const struct module_map *modules_enter(unsigned *slot)
 {
-	*slot = grace_enter(&map_grace);
+	*slot = grace_enter(map_grace);
 	/* Acquire pairs with module_map_publish's release exchange: the entries and tables
 	 * of the map are fully written before we read them. */
 	return atomic_load_explicit(&cur_map, memory_order_acquire);
@@ -29,7 +40,7 @@ const struct module_map *modules_enter(unsigned *slot)
 /* async-signal-safe */
 void modules_exit(unsigned slot)
 {
-	grace_exit(&map_grace, slot);
+	grace_exit(map_grace, slot);
 }
 
 /* async-signal-safe */
@@ -58,7 +69,7 @@ struct module_map *module_map_publish(struct module_map *m)
 
 bool module_map_grace_wait(uint64_t timeout_ns)
 {
-	return grace_wait(&map_grace, timeout_ns);
+	return grace_wait(map_grace, timeout_ns);
 }
 
 FORK_CHILD_PATH const struct module_map *module_map_current(void)
@@ -69,5 +80,6 @@ FORK_CHILD_PATH const struct module_map *module_map_current(void)
 
 FORK_CHILD_PATH void module_map_after_fork(void)
 {
-	grace_reset(&map_grace);
+	if (!fork_local_owns(map_grace)) /* else zero-filled already */
+		grace_reset(map_grace);
 }

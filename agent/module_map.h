@@ -21,6 +21,10 @@
  * returned true. */
 struct module_map *module_map_publish(struct module_map *m);
 
+/* Start-up, before any handler runs: moves the grace counters to the fork-local page
+ * (agent/fork_local.h) when it has room. */
+void module_map_place_grace(void);
+
 /* Waits until no handler can still hold a map replaced before the call (at most
  * timeout_ns). False on timeout: the caller leaks instead of freeing. */
 bool module_map_grace_wait(uint64_t timeout_ns);

@@ -54,25 +54,29 @@ struct module {
 	uint64_t build_ns;
 };
 
-static pthread_mutex_t mod_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct module **mods;
-static size_t nmods, capmods;
+/* What a fork child re-initializes is FORK_CHILD_DATA (agent/fork_local.h). */
+FORK_CHILD_DATA static pthread_mutex_t mod_lock = PTHREAD_MUTEX_INITIALIZER;
+FORK_CHILD_DATA static struct module **mods;
+FORK_CHILD_DATA static size_t nmods, capmods;
+/* Fork child: mods are the parent's until the first refresh rebuilds them from the
+ * published map (adopt_published_map); most children never refresh. */
+FORK_CHILD_DATA static bool mods_stale;
 
-static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ctl_cond;
-static bool ctl_stop, ctl_running;
+FORK_CHILD_DATA static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+FORK_CHILD_DATA static pthread_cond_t ctl_cond;
+FORK_CHILD_DATA static bool ctl_stop, ctl_running;
 /* Rescans left while waiting for a dlopen to finish: set by any thread without the
  * lock (relaxed: the thread re-reads it under ctl_lock after every wake-up). */
-static _Atomic unsigned load_polls;
+FORK_CHILD_DATA static _Atomic unsigned load_polls;
 static _Atomic bool dirty;	       /* a dlclose returned: rescan at the next wake-up */
 static uint64_t notify_gen, ready_gen; /* ready_gen: last notify_gen fully built */
 static pthread_t ctl_thread;
-static bool own_thread; /* ctl_thread runs the service (not hosted) */
+FORK_CHILD_DATA static bool own_thread; /* ctl_thread runs the service (not hosted) */
 /* Fork child: the thread is started on the first dlopen/dlclose only (the inherited map
  * already covers every module); a short-lived child never pays for it. */
-static modules_thread_create_fn lazy_create;
+FORK_CHILD_DATA static modules_thread_create_fn lazy_create;
 
-static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+FORK_CHILD_DATA static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Held around dl_iterate_phdr only (microseconds of memory work), and by the fork
  * prepare handler: a fork never happens while our thread holds the loader's lock, which
  * the child would inherit locked. */
@@ -80,7 +84,7 @@ static pthread_mutex_t scan_lock_fallback = PTHREAD_MUTEX_INITIALIZER;
 /* On the fork-local page when there is one: fork prepare takes it (fork_local.h). */
 static pthread_mutex_t *scan_lock = &scan_lock_fallback;
 static struct retired_segment retired[RETIRED_MAX];
-static size_t nretired;
+FORK_CHILD_DATA static size_t nretired;
 
 static _Atomic uint64_t st_modules, st_tables, st_table_bytes, st_rows;
 static _Atomic uint64_t st_build_ns, st_build_failures, st_fdes_skipped, st_publications, st_leaked;
@@ -308,6 +312,7 @@ static bool same_module(const struct module *m, const struct found *f)
 
 static int refresh(bool *changed_out);
 static void update_live_stats(void);
+static void adopt_published_map(void);
 
 int modules_refresh(void)
 {
@@ -344,6 +349,8 @@ static int refresh(bool *changed_out)
 		return s.err;
 	}
 	pthread_mutex_lock(&mod_lock);
+	if (mods_stale)
+		adopt_published_map();
 	for (size_t i = 0; i < nmods; i++)
 		mods[i]->seen = false;
 	bool changed = false;
@@ -452,6 +459,7 @@ FORK_CHILD_PATH void modules_init(void)
 	static bool lock_placed;
 	if (!lock_placed) { /* start-up, one thread; a fork child keeps the parent's */
 		lock_placed = true;
+		module_map_place_grace();
 		pthread_mutex_t *lock = fork_local_alloc(sizeof(*lock));
 		if (lock && pthread_mutex_init(lock, NULL) == 0)
 			scan_lock = lock;
@@ -465,7 +473,7 @@ FORK_CHILD_PATH void modules_init(void)
 
 /* Set by modules_set_host: the thread that runs modules_service (the uploader's). */
 static modules_wake_fn host_wake;
-static uint64_t next_due_ns = UINT64_MAX; /* ctl_lock; CLOCK_MONOTONIC */
+FORK_CHILD_DATA static uint64_t next_due_ns = UINT64_MAX; /* ctl_lock; CLOCK_MONOTONIC */
 
 void modules_set_host(modules_wake_fn wake)
 {
@@ -664,26 +672,12 @@ void modules_atfork_parent(void)
 	pthread_mutex_unlock(scan_lock);
 }
 
-/* Fork child: one thread, the forking one. The parent's modules thread is gone, maybe
- * in the middle of a refresh holding mod_lock with records half-updated. The published
- * map is always consistent (immutable once published), so the records are rebuilt from
- * it; what the parent was building is forgotten (leaked) and built again when the
- * child's own thread starts: on its first dlopen/dlclose, or modules_refresh. */
-FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
+/* mod_lock held, in a fork child's first refresh: the records again, from the published
+ * map, which is always consistent (immutable once published); what the parent was
+ * building when it forked is forgotten (leaked) and built again. */
+static void adopt_published_map(void)
 {
-	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-	mod_lock = fresh;
-	ctl_lock = fresh;
-	retired_lock = fresh;
-	*scan_lock = fresh; /* held by our prepare handler */
-	modules_init();
-	module_map_after_fork();
-	nretired = 0; /* the parent's profile owns them */
-	atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
-	ctl_running = false;
-	ctl_stop = false;
-	own_thread = false; /* the parent's thread is not in the child */
-	next_due_ns = UINT64_MAX;
+	mods_stale = false;
 	const struct module_map *m = module_map_current();
 	struct module **fresh_mods = calloc(m->n ? m->n : 1, sizeof(*fresh_mods));
 	size_t n = 0;
@@ -703,6 +697,28 @@ FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
 	mods = fresh_mods;
 	nmods = fresh_mods ? n : 0;
 	capmods = fresh_mods ? (m->n ? m->n : 1) : 0;
-	update_live_stats();
+}
+
+/* Fork child: one thread, the forking one. The parent's modules thread is gone, maybe
+ * in the middle of a refresh holding mod_lock with records half-updated. The records are
+ * rebuilt from the published map when the child's own thread starts (on its first
+ * dlopen/dlclose, or modules_refresh): not here, where it would cost every child an
+ * allocation and copied heap pages. */
+FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	mod_lock = fresh;
+	ctl_lock = fresh;
+	retired_lock = fresh;
+	*scan_lock = fresh; /* held by our prepare handler */
+	modules_init();
+	module_map_after_fork();
+	nretired = 0; /* the parent's profile owns them */
+	atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
+	ctl_running = false;
+	ctl_stop = false;
+	own_thread = false; /* the parent's thread is not in the child */
+	next_due_ns = UINT64_MAX;
+	mods_stale = true;
 	lazy_create = create;
 }

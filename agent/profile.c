@@ -14,6 +14,11 @@
  * poll nearly always succeeds. */
 #define SWAP_POLL_NS 20000
 
+/* Both regions as profiles_init left them, for a fork child that finds a pair on the
+ * fork-local page zero-filled: written once, read only after. One pair per process
+ * (the library's): a second profiles_init would overwrite it. */
+static struct region pristine[2];
+
 int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns)
 {
 	memset(pp, 0, sizeof(*pp));
@@ -25,6 +30,7 @@ int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns)
 			return rc;
 		}
 		trie_init(&pp->p[i].trie, &pp->p[i].region);
+		pristine[i] = pp->p[i].region;
 	}
 	pp->p[0].start_ns = now_ns;
 	atomic_init(&pp->active, 0);
@@ -63,7 +69,9 @@ void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pc
 	}
 	atomic_fetch_add_explicit(&p->samples, samples, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->cpu_ns, cpu_ns, memory_order_relaxed);
-	struct trie_node *node = trie_put(&p->trie, tid, pcs, n, NULL);
+	/* No region: a pair on the fork-local page, zero-filled in a child that was
+	 * created without our fork handlers (_Fork, a raw clone): drop rather than crash. */
+	struct trie_node *node = p->trie.region ? trie_put(&p->trie, tid, pcs, n, NULL) : NULL;
 	if (node) {
 		atomic_fetch_add_explicit(&node->samples, samples, memory_order_relaxed);
 		atomic_fetch_add_explicit(&node->cpu_ns, cpu_ns, memory_order_relaxed);
@@ -117,6 +125,14 @@ FORK_CHILD_PATH bool profiles_empty(struct profile_pair *pp)
 FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)
 {
 	/* Single-threaded here (fork child): plain resets are safe. */
+	if (fork_local_owns(pp)) {
+		/* Zero-filled in this child: the set-up comes back, the rest is reset below
+		 * (all on the one page the child's fork handlers write anyway). */
+		for (int i = 0; i < 2; i++) {
+			pp->p[i].region = pristine[i];
+			trie_init(&pp->p[i].trie, &pp->p[i].region);
+		}
+	}
 	for (int i = 0; i < 2; i++) {
 		region_after_fork(&pp->p[i].region);
 		profile_reset(&pp->p[i]);

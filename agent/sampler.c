@@ -57,7 +57,8 @@ static struct profile_pair *sampler_profiles;
 static uint64_t sampler_period;
 static unwinder_fn sampler_unwinder;
 static int sampler_signo;
-static _Atomic bool sampler_enabled;
+/* A fork child writes it at exit (sampler_set_enabled): on the page it writes anyway. */
+FORK_CHILD_DATA static _Atomic bool sampler_enabled;
 static _Atomic uint64_t foreign_signals;
 
 /* async-signal-safe */

@@ -46,15 +46,19 @@ struct thread_entry {
 /* On the fork-local page when there is one (taken by fork prepare; see fork_local.h). */
 static pthread_mutex_t registry_lock_fallback = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t *registry_lock = &registry_lock_fallback;
-static struct thread_entry *entries; /* guarded by registry_lock */
-static size_t n_entries, cap_entries;
+/* Guarded by registry_lock. A fork child starts over on child_entries (on its page):
+ * the parent's array is left alone, a write to it would copy a page of the heap. */
+#define CHILD_ENTRIES 4
+FORK_CHILD_DATA static struct thread_entry *entries;
+FORK_CHILD_DATA static size_t n_entries, cap_entries;
+FORK_CHILD_DATA static struct thread_entry child_entries[CHILD_ENTRIES];
 static int timer_signo;
 static uint64_t timer_period_ns;
 static _Atomic uint64_t timer_failures;
 /* threads_scan_existing has finished: from then on only a thread itself arms its timer,
  * after its set-up. Release/acquire pairs the scan's end with threads_start_self. */
 static _Atomic bool scan_done;
-static uint64_t rng_state; /* guarded by registry_lock */
+FORK_CHILD_DATA static uint64_t rng_state; /* guarded by registry_lock */
 
 static uint64_t rng_next(void)
 {
@@ -83,11 +87,11 @@ int threads_init(int signo, uint64_t period_ns)
  * without it every thread start scanned every entry, ended ones included, which made
  * creating many threads quadratic between two reaps. */
 static struct u64map live_index;
-static bool live_index_broken; /* a put failed (ENOMEM): scan instead */
+FORK_CHILD_DATA static bool live_index_broken; /* a put failed (ENOMEM): scan instead */
 /* Fork child: the index holds the parent's threads. Clearing it would copy its pages
  * (shared with the parent) on the fork path, so the child scans its few entries and
  * rebuilds the index once it has LIVE_INDEX_LAZY_MAX of them, or at the next reap. */
-static bool live_index_stale;
+FORK_CHILD_DATA static bool live_index_stale;
 #define LIVE_INDEX_LAZY_MAX 32
 /* Keys left behind by removed entries (they fail validation). The index is rebuilt
  * once they outnumber the entries, so a process that churns threads keeps it small. */
@@ -134,10 +138,14 @@ static struct thread_entry *find_locked(pid_t tid, bool live_only)
 FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 {
 	if (n_entries == cap_entries) {
-		size_t cap = cap_entries ? cap_entries * 2 : REGISTRY_MIN_CAP;
-		struct thread_entry *e = realloc(entries, cap * sizeof(*e));
+		size_t cap =
+		    cap_entries > REGISTRY_MIN_CAP / 2 ? cap_entries * 2 : REGISTRY_MIN_CAP;
+		bool inline_array = entries == child_entries;
+		struct thread_entry *e = realloc(inline_array ? NULL : entries, cap * sizeof(*e));
 		if (!e)
 			return NULL;
+		if (inline_array)
+			memcpy(e, child_entries, n_entries * sizeof(*e));
 		entries = e;
 		cap_entries = cap;
 	}
@@ -409,10 +417,13 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 {
 	/* The child has one thread and no timers (POSIX timers are not inherited). We
 	 * hold the lock, taken in prepare by this very thread: re-initialize it. */
+	entries = child_entries;
+	cap_entries = CHILD_ENTRIES;
 	n_entries = 0;
 	live_index_stale = true;
 	live_index_broken = false;
-	pthread_mutex_init(registry_lock, NULL);
+	if (!fork_local_owns(registry_lock)) /* else found zero-filled: unlocked */
+		pthread_mutex_init(registry_lock, NULL);
 	sampler_after_fork_child();
 	/* Every child of the same parent would otherwise draw the same first expiry (the
 	 * parent's generator does not move when it forks): mix in the child's tid. */

@@ -65,6 +65,10 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 
 void unwind_get_stats(struct unwind_stats *out);
 
+/* Start-up, before sampling: moves the walk counters to the fork-local page
+ * (agent/fork_local.h) when it has room. */
+void unwind_place_counters(void);
+
 /* async-signal-safe. Whether the calling thread's last unwind_dwarf walk recovered a
  * frame with frame pointers (no CFI for its pc): such a walk may have skipped frames. */
 bool unwind_last_walk_used_fp(void);

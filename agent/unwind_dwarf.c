@@ -32,11 +32,11 @@
 #include <unistd.h>
 
 #include "agent/cfi_table.h"
+#include "agent/fork_local.h"
 #include "agent/modules.h"
 
 #define GUARDED_READS_MAX 32
 
-static _Atomic uint64_t st_truncated;
 /* Off when a seccomp filter may kill the process on process_vm_readv (set once at
  * start-up, before any timer is armed). */
 static bool guarded_reads = true;
@@ -50,8 +50,22 @@ bool unwind_last_walk_used_fp(void)
 	return last_walk_fp_steps != 0;
 }
 
-static _Atomic uint64_t st_walks, st_complete, st_fp_steps, st_cfi_steps, st_signal_frames,
-    st_guarded_reads, st_failed_reads;
+/* Written at every walk: on the fork-local page when unwind_place_counters found room,
+ * where the parent takes no copy-on-write fault after a fork (agent/fork_local.h). A
+ * fork child finds them zero: it counts its own walks. */
+struct walk_counters {
+	_Atomic uint64_t walks, complete, truncated, fp_steps, cfi_steps, signal_frames,
+	    guarded_reads, failed_reads;
+};
+static struct walk_counters counters_fallback;
+static struct walk_counters *ctr = &counters_fallback;
+
+void unwind_place_counters(void)
+{
+	struct walk_counters *c = fork_local_alloc(sizeof(*c));
+	if (c)
+		ctr = c;
+}
 
 struct walk {
 	uintptr_t lo, hi; /* directly readable: [lo, hi) of the thread's stack */
@@ -222,7 +236,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 				w.lo = f.sp;
 				w.hi = regs->stack_hi;
 			}
-			atomic_fetch_add_explicit(&st_signal_frames, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&ctr->signal_frames, 1, memory_order_relaxed);
 		} else if (f.sp <= old_sp) {
 			break;
 		} else if (w.hi && f.sp > w.lo && f.sp <= w.hi) {
@@ -238,31 +252,31 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 	modules_exit(slot);
 	if (!root && !truncated)
 		pcs[n++] = PC_INCOMPLETE; /* n < max: the loop stops at max - 1 */
-	atomic_fetch_add_explicit(&st_walks, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ctr->walks, 1, memory_order_relaxed);
 	if (root)
-		atomic_fetch_add_explicit(&st_complete, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ctr->complete, 1, memory_order_relaxed);
 	if (truncated)
-		atomic_fetch_add_explicit(&st_truncated, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ctr->truncated, 1, memory_order_relaxed);
 	last_walk_fp_steps = w.fp_steps;
 	if (w.fp_steps)
-		atomic_fetch_add_explicit(&st_fp_steps, w.fp_steps, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ctr->fp_steps, w.fp_steps, memory_order_relaxed);
 	if (w.cfi_steps)
-		atomic_fetch_add_explicit(&st_cfi_steps, w.cfi_steps, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ctr->cfi_steps, w.cfi_steps, memory_order_relaxed);
 	if (w.guarded)
-		atomic_fetch_add_explicit(&st_guarded_reads, w.guarded, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ctr->guarded_reads, w.guarded, memory_order_relaxed);
 	if (w.failed)
-		atomic_fetch_add_explicit(&st_failed_reads, w.failed, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ctr->failed_reads, w.failed, memory_order_relaxed);
 	return n;
 }
 
 void unwind_get_stats(struct unwind_stats *out)
 {
-	out->walks = atomic_load_explicit(&st_walks, memory_order_relaxed);
-	out->truncated = atomic_load_explicit(&st_truncated, memory_order_relaxed);
-	out->complete = atomic_load_explicit(&st_complete, memory_order_relaxed);
-	out->fp_steps = atomic_load_explicit(&st_fp_steps, memory_order_relaxed);
-	out->cfi_steps = atomic_load_explicit(&st_cfi_steps, memory_order_relaxed);
-	out->signal_frames = atomic_load_explicit(&st_signal_frames, memory_order_relaxed);
-	out->guarded_reads = atomic_load_explicit(&st_guarded_reads, memory_order_relaxed);
-	out->failed_reads = atomic_load_explicit(&st_failed_reads, memory_order_relaxed);
+	out->walks = atomic_load_explicit(&ctr->walks, memory_order_relaxed);
+	out->truncated = atomic_load_explicit(&ctr->truncated, memory_order_relaxed);
+	out->complete = atomic_load_explicit(&ctr->complete, memory_order_relaxed);
+	out->fp_steps = atomic_load_explicit(&ctr->fp_steps, memory_order_relaxed);
+	out->cfi_steps = atomic_load_explicit(&ctr->cfi_steps, memory_order_relaxed);
+	out->signal_frames = atomic_load_explicit(&ctr->signal_frames, memory_order_relaxed);
+	out->guarded_reads = atomic_load_explicit(&ctr->guarded_reads, memory_order_relaxed);
+	out->failed_reads = atomic_load_explicit(&ctr->failed_reads, memory_order_relaxed);
 }

@@ -69,14 +69,27 @@ void dl_guard_unlock(void)
 		pthread_mutex_unlock(lock);
 }
 
+static bool lock_for_fork(void);
+
 void dl_guard_atfork_prepare(void)
 {
 	/* Bounded: an application thread that forks from a library constructor or
 	 * destructor holds ld.so's lock, which our dlclose may be waiting for; past the
 	 * wait the fork goes ahead (our dlclose is then blocked, not half done). */
-	held_for_fork = false;
-	if (!guard_usable())
-		return;
+	bool held = false;
+	if (guard_usable())
+		held = lock_for_fork();
+	/* Written only when it changes: the previous fork left this thread's TLS page
+	 * copy-on-write, and a store would fault (and shoot down the TLBs of the other
+	 * CPUs running this process's threads). */
+	if (held_for_fork != held)
+		held_for_fork = held;
+}
+
+static bool lock_for_fork(void)
+{
+	if (pthread_mutex_trylock(lock) == 0)
+		return true;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_nsec += PREPARE_WAIT_NS;
@@ -84,7 +97,7 @@ void dl_guard_atfork_prepare(void)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	held_for_fork = pthread_mutex_timedlock(lock, &ts) == 0;
+	return pthread_mutex_timedlock(lock, &ts) == 0;
 }
 
 void dl_guard_atfork_parent(void)

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/hijack.h"
@@ -41,7 +42,11 @@
 #define EXIT_FLUSH_TIMEOUT_NS (2ULL * NS_PER_SEC)
 
 static struct config cfg;
-static struct profile_pair profiles;
+/* On the fork-local page when it has room: the signal handler writes the pair's
+ * counters at every sample, and there the parent takes no copy-on-write fault after
+ * a fork (agent/fork_local.h); a fork child finds it zero-filled. */
+static struct profile_pair profiles_fallback;
+static struct profile_pair *profiles = &profiles_fallback;
 /* Set once the agent runs: new threads get timers from then on. Acquire/release pairs
  * the constructor's set-up with the pthread_create wrapper reading it. */
 static _Atomic bool agent_running;
@@ -118,22 +123,46 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 	return rc;
 }
 
-/* The forking thread's signal mask before fork: the sampling signal is blocked from
- * prepare until the parent and child handlers ran, so no sample lands in the middle of
- * our fork bookkeeping (initial-exec: forks may run in several threads at once). */
-static __thread sigset_t fork_saved_mask __attribute__((tls_model("initial-exec")));
+/* Whether the forking thread had the sampling signal blocked before fork: it is
+ * blocked from prepare until the parent and child handlers ran, so no sample lands in
+ * the middle of our fork bookkeeping (initial-exec: forks may run in several threads
+ * at once). Written only when it changes: see atfork_prepare. */
+static __thread bool fork_signal_was_blocked __attribute__((tls_model("initial-exec")));
+
+/* Just the sampling signal; set at start-up, read only after (a fork child calling
+ * sigemptyset would fault in one more page of libc's code). */
+static sigset_t sampling_set;
 
 static void block_sampling_signal(void)
 {
-	sigset_t block;
-	sigemptyset(&block);
-	sigaddset(&block, sampler_signal());
-	pthread_sigmask(SIG_BLOCK, &block, &fork_saved_mask);
+	sigset_t old;
+	pthread_sigmask(SIG_BLOCK, &sampling_set, &old);
+	bool was = sigismember(&old, sampler_signal()) == 1;
+	if (fork_signal_was_blocked != was)
+		fork_signal_was_blocked = was;
 }
 
+/* Unblocks the sampling signal unless it was blocked before: the rest of the mask is
+ * left as the application's handlers leave it. */
 FORK_CHILD_PATH static void restore_signal_mask(void)
 {
-	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+	if (!fork_signal_was_blocked)
+		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
+}
+
+/* A seccomp filter is installed (start-up): system calls the process would not make
+ * itself may be refused, or kill it. */
+static bool seccomp_on;
+
+/* CLOCK_REALTIME in a fork child: by system call, as the vDSO's data page is not mapped
+ * in a child until it faults it in, which costs more here; through the vDSO under a
+ * seccomp filter (which may not allow the system call) or when the call fails. */
+FORK_CHILD_PATH static uint64_t child_realtime_ns(void)
+{
+	struct timespec ts;
+	if (!seccomp_on && syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts) == 0)
+		return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return clock_now_ns(CLOCK_REALTIME);
 }
 
 /* Seccomp mode 2 (a filter) from /proc/self/status; false when unknown. */
@@ -156,20 +185,17 @@ static bool seccomp_filtered(void)
  * act only then (a fork racing with the constructor must not unlock what it never
  * locked). */
 static __thread bool fork_prepared __attribute__((tls_model("initial-exec")));
-/* When the last fork began, read in prepare: the child's profile starts then. A clock
- * read in the child would cost it a page fault (the vDSO's data page is not inherited
- * mapped). */
-static __thread uint64_t fork_time_ns __attribute__((tls_model("initial-exec")));
 
 static void atfork_prepare(void)
 {
-	/* Written here, before the fork, every time, and only read afterwards: a write in
-	 * the parent handler would copy the page it is on (shared with the child by then;
-	 * see agent/fork_local.h). */
-	fork_prepared = atomic_load_explicit(&agent_running, memory_order_acquire);
-	if (!fork_prepared)
+	/* The thread's TLS is written only when a value changes: the previous fork left
+	 * the page write-protected (copy-on-write), so a store would fault, and with the
+	 * process's other threads running on other CPUs, shoot down their TLBs. */
+	bool running = atomic_load_explicit(&agent_running, memory_order_acquire);
+	if (fork_prepared != running)
+		fork_prepared = running;
+	if (!running)
 		return;
-	fork_time_ns = clock_now_ns(CLOCK_REALTIME);
 	block_sampling_signal();
 	dl_guard_atfork_prepare(); /* first: no other lock is held while it waits */
 	uploader_atfork_prepare();
@@ -194,7 +220,7 @@ FORK_CHILD_PATH static void atfork_child(void)
 		return;
 	dl_guard_atfork_child(); /* first: what follows may start a thread */
 	/* A fresh profile: the parent's samples are the parent's to upload. */
-	profiles_reinit_after_fork(&profiles, fork_time_ns);
+	profiles_reinit_after_fork(profiles, child_realtime_ns());
 	threads_atfork_child();
 	thread_start_after_fork();
 	modules_atfork_child(real_pthread_create);
@@ -290,7 +316,10 @@ __attribute__((constructor)) static void ddprof_init(void)
 		log_error("cannot find pthread_create; profiling disabled");
 		goto out;
 	}
-	int rc = profiles_init(&profiles, cfg.max_memory, clock_now_ns(CLOCK_REALTIME));
+	struct profile_pair *pp = fork_local_alloc(sizeof(*pp));
+	if (pp)
+		profiles = pp;
+	int rc = profiles_init(profiles, cfg.max_memory, clock_now_ns(CLOCK_REALTIME));
 	if (rc < 0) {
 		log_error("cannot reserve %llu bytes for profiles (%s); profiling disabled",
 			  (unsigned long long)cfg.max_memory, strerror(-rc));
@@ -300,18 +329,22 @@ __attribute__((constructor)) static void ddprof_init(void)
 	/* An empty module map first: until the tables are built, the DWARF unwinder
 	 * walks frame pointers. */
 	modules_init();
+	unwind_place_counters();
 	uploader_place_lock();
 	dl_guard_place(fork_local_alloc(sizeof(pthread_mutex_t)));
-	if (seccomp_filtered()) {
+	seccomp_on = seccomp_filtered();
+	if (seccomp_on) {
 		/* A filter may kill us on process_vm_readv: only read the stack directly. */
 		unwind_set_guarded_reads(false);
 		log_debug("seccomp filter active: unwinding reads only the thread's stack");
 	}
-	int signo = sampler_init(&profiles, period_ns, cfg.signal, unwind_dwarf);
+	int signo = sampler_init(profiles, period_ns, cfg.signal, unwind_dwarf);
 	if (signo < 0) {
 		log_error("no free signal for sampling; profiling disabled");
 		goto out;
 	}
+	sigemptyset(&sampling_set);
+	sigaddset(&sampling_set, signo);
 	/* Fork children start their uploader thread late, maybe from a safe point that a
 	 * sample finds (agent/hijack.h); our own frames are never one. */
 	rc = hijack_init(uploader_safe_point, (const void *)ddprof_init,
@@ -332,7 +365,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	atomic_store_explicit(&agent_running, true, memory_order_release);
 	threads_start_self(getpid() == sampler_gettid(), 0);
 	threads_scan_existing();
-	rc = uploader_start(&cfg, &profiles, real_pthread_create);
+	rc = uploader_start(&cfg, profiles, real_pthread_create);
 	if (rc < 0)
 		log_error("cannot start the uploader thread (%s); profiles will not be exported",
 			  strerror(-rc));
@@ -392,7 +425,7 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.live_timers = threads_count();
 		d.timer_failures = threads_timer_failures();
 		d.foreign_signals = sampler_foreign_signals();
-		d.active_profile_bytes = region_used(&profiles_active(&profiles)->region);
+		d.active_profile_bytes = region_used(&profiles_active(profiles)->region);
 		d.signal = sampler_signal();
 		struct modules_stats ms;
 		modules_get_stats(&ms);

@@ -79,7 +79,7 @@ struct upload_ctx {
 };
 
 static pthread_mutex_t ctl_lock_fallback;
-static struct control ctl = {.lock = &ctl_lock_fallback};
+FORK_CHILD_DATA static struct control ctl = {.lock = &ctl_lock_fallback};
 /*
  * The running thread's symbolizer, and the one a fork child inherits. A symbolizer is
  * plain memory plus libdw state over shared read-only file descriptors and mappings,
@@ -90,16 +90,16 @@ static struct control ctl = {.lock = &ctl_lock_fallback};
  * already named). Otherwise the child starts a fresh one.
  */
 static struct symbolizer *live_sym;
-static struct symbolizer *inherited_sym;
+FORK_CHILD_DATA static struct symbolizer *inherited_sym;
 static const struct config *up_cfg;
 static struct profile_pair *up_profiles;
 static thread_create_fn up_create;
 static struct exporter *exporters[MAX_EXPORTERS];
 static size_t n_exporters;
-static uint64_t export_seq;
+FORK_CHILD_DATA static uint64_t export_seq;
 /* CLOCK_MONOTONIC time at which the thread must give up on HTTP (exit flush); 0 = none.
  * Set by uploader_stop, read by http_send_all between polls. */
-static _Atomic uint64_t exit_abort_ns;
+FORK_CHILD_DATA static _Atomic uint64_t exit_abort_ns;
 static bool curl_atexit_registered;
 /* This process is to have an uploader thread (uploader_start made one): a fork child
  * inherits the wish, not the thread. */
@@ -108,12 +108,12 @@ static bool uploader_wanted;
  * start_deferred). Set by the fork child handler, cleared under ctl.lock. With the pid
  * it was set for: in a grandchild, before our child handler ran (another library's
  * handler may create a thread), the flag is the parent's, and ctl.lock is held. */
-static _Atomic bool spawn_pending;
-static pid_t spawn_pending_pid;
+FORK_CHILD_DATA static _Atomic bool spawn_pending;
+FORK_CHILD_DATA static pid_t spawn_pending_pid;
 
-static _Atomic uint64_t st_exported, st_export_failures, st_serialize_failures, st_samples,
-    st_dropped, st_bytes, st_serialize_ns, st_uploads_ok, st_uploads_failed, st_uploads_dropped,
-    st_bytes_sent;
+FORK_CHILD_DATA static _Atomic uint64_t st_exported, st_export_failures, st_serialize_failures,
+    st_samples, st_dropped, st_bytes, st_serialize_ns, st_uploads_ok, st_uploads_failed,
+    st_uploads_dropped, st_bytes_sent;
 
 static void count(_Atomic uint64_t *c, uint64_t n)
 {
@@ -149,7 +149,7 @@ void uploader_place_lock(void)
 }
 
 /* CPU time of the uploader thread already put in a profile as "[profiler]". */
-static uint64_t profiler_cpu_accounted;
+FORK_CHILD_DATA static uint64_t profiler_cpu_accounted;
 
 /* Uploader thread: its CPU time since the last call (PC_PROFILER in agent/unwind.h). */
 static uint64_t take_profiler_cpu_ns(void)
@@ -751,13 +751,16 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
 		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+	/* The exporters are on the heap: written only when there is something to change,
+	 * a store would copy the page for nothing. */
 	/* A request the parent was still waiting for: the intake may be hanging, and this
 	 * child cannot know better; its exit flush will not wait for that exporter. The
 	 * warning rate limiters are kept: a fork storm warns like one process. */
 	for (size_t i = 0; i < n_exporters; i++) {
-		if (exporters[i]->in_flight_since_ns)
+		if (exporters[i]->in_flight_since_ns) {
 			exporters[i]->unresponsive = true;
-		exporters[i]->in_flight_since_ns = 0;
+			exporters[i]->in_flight_since_ns = 0;
+		}
 	}
 	if (!was_running)
 		return;

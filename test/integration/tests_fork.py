@@ -76,6 +76,41 @@ def test_fork_storm_during_a_slow_upload(ctx):
         agent[1], base[1], ratio, len(in_flight), len(by_pid) - len(parents))
 
 
+def test_fork_copies_few_pages(ctx):
+    """What a fork costs is mostly page faults (copy-on-write copies, and on virtual
+    machines each costs ~15 us): a sampled process's fork children take at most 12
+    more faults than without the agent (the forking code, the one page of state the
+    fork handlers write, the thread's TLS, the uploader thread's stack and malloc
+    arena...), and its parent at most 3 more per fork. Counted, not timed."""
+    # The variables the fork handlers write share one page (agent/fork_local.h).
+    sec = re.search(r"ddprof_fork_data\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)",
+                    subprocess.run(["readelf", "-SW", LIB], stdout=subprocess.PIPE,
+                                   check=True).stdout.decode())
+    check(sec is not None, "no ddprof_fork_data section in %s" % LIB)
+    addr, size = int(sec.group(1), 16), int(sec.group(2), 16)
+    check(addr % 4096 == 0 and size <= 4096,
+          "ddprof_fork_data at %#x, %d bytes: not one page" % (addr, size))
+    argv = [os.path.join(WORKLOADS, "fork_faults"), "200"]
+    figures = {}
+    for name, preload in (("base", False), ("agent", True)):
+        rc, stdout, stderr, _cpu, _wall = run_profiled(
+            argv, {"DD_PROFILING_OUTPUT_DIR": os.path.join(ctx.dir, "out")}, preload=preload)
+        m = re.search(r"parent_minflt ([0-9.]+) child_minflt ([0-9.]+)", stdout)
+        check(rc == 0 and m, "fork_faults exit %d printed %r: %s" % (rc, stdout, stderr[-300:]))
+        figures[name] = (float(m.group(1)), float(m.group(2)))
+    parent = figures["agent"][0] - figures["base"][0]
+    child = figures["agent"][1] - figures["base"][1]
+    check(child <= 12, "a fork child takes %.1f more page faults under the agent (%s)"
+          % (child, figures))
+    # The parent's figure moves with whether a sample lands between two forks (its
+    # signal frame and the sampled thread's TLS): 0.6 to 1.5 here, 2.5-3.3 before the
+    # handler-written state moved to the fork-local page.
+    check(parent <= 3, "the parent takes %.1f more page faults per fork under the agent (%s)"
+          % (parent, figures))
+    return "extra faults per fork: child %+.1f, parent %+.2f (base %.1f/%.1f)" % (
+        child, parent, figures["base"][1], figures["base"][0])
+
+
 def test_fork_child_starts_its_uploader_thread_only_when_it_samples(ctx):
     """A fork child gets its uploader thread at its first need: idle children have none
     (one that happened to be sampled right after the fork may, and then uploads that
@@ -84,7 +119,7 @@ def test_fork_child_starts_its_uploader_thread_only_when_it_samples(ctx):
     out = os.path.join(ctx.dir, "out")
     rc, stdout, stderr, _cpu, _wall = run_profiled(
         [os.path.join(WORKLOADS, "fork_children"), "0.5", "2.6", "8"],
-        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "100",
          "DD_PROFILING_UPLOAD_PERIOD": "1"})
     m = re.search(r"idle (\S+) compute (\d+) tasks (\d+) thread_after_ms (-?\d+) "
                   r"bad (\d+) cpu_seconds ([0-9.]+)", stdout)
@@ -93,8 +128,9 @@ def test_fork_child_starts_its_uploader_thread_only_when_it_samples(ctx):
     compute, compute_tasks, after_ms, bad = (int(g) for g in m.groups()[1:5])
     cpu = float(m.group(6))
     by_pid = files_by_pid(out)
-    # Each idle child runs some 100 us of CPU after the fork: at 1 kHz, with the first
-    # expiry spread over a period, a few of them may take a sample. Those must upload it.
+    # Each idle child runs some CPU after the fork (0.1 ms on a fast machine, 0.5 ms
+    # where page faults are slow): at 100 Hz, with the first expiry spread over a
+    # period, one in 20 to 100 takes a sample. Those must upload it.
     threadless = [pid for pid, tasks in idle if tasks == 1]
     check(len(threadless) >= 6, "only %d of %d idle children had no uploader thread: %s"
           % (len(threadless), len(idle), idle))
@@ -254,7 +290,11 @@ def test_gunicorn_recycled_workers(ctx):
             exits_seen += 1
         except OSError:
             pass
-        check(total <= cpu + 0.15, "worker %d profile holds %.2f s but used %.2f s of CPU"
+        # Python's finalization after its atexit handlers (module teardown, freeing
+        # the heap) is CPU the profile rightly holds: 0.1 s on a fast machine, up to
+        # 0.3 s where page faults are slow. A re-uploaded master profile would add the
+        # master's own start-up CPU on top.
+        check(total <= cpu + 0.4, "worker %d profile holds %.2f s but used %.2f s of CPU"
               % (pid, total, cpu))
         spans = sorted((p["time_nanos"], p["time_nanos"] + p["duration_nanos"]) for p in profs)
         for (s0, e0), (s1, _e1) in zip(spans, spans[1:]):

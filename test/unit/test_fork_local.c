@@ -50,6 +50,18 @@ START_TEST(test_blocks_are_zeroed_aligned_disjoint_and_bounded)
 }
 END_TEST
 
+/* The FORK_CHILD_DATA variables of the modules linked here (this suite links the core
+ * library): one page, page-aligned, so a fork child copies one page for all of them. */
+extern char __start_ddprof_fork_data[];
+
+START_TEST(test_fork_child_data_is_one_page)
+{
+	ck_assert_uint_gt(fork_child_data_bytes(), 0);
+	ck_assert_uint_le(fork_child_data_bytes(), 4096);
+	ck_assert_uint_eq((uintptr_t)__start_ddprof_fork_data % 4096, 0);
+}
+END_TEST
+
 START_TEST(test_a_lock_held_at_fork_is_free_in_the_child)
 {
 	pthread_mutex_t *m = fork_local_alloc(sizeof(*m));
@@ -79,8 +91,8 @@ START_TEST(test_parent_writes_after_fork_take_no_copy_on_write_fault)
 {
 	volatile uint64_t *local = fork_local_alloc(sizeof(uint64_t));
 	ck_assert_ptr_nonnull((void *)local);
-	volatile uint64_t *plain = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	volatile uint64_t *plain =
+	    mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne((void *)plain, MAP_FAILED);
 	*local = 1;
 	*plain = 1; /* both pages present and written before the fork */
@@ -117,6 +129,7 @@ static Suite *fork_local_suite(void)
 	TCase *tc = tcase_create("core");
 	/* Each test in its own process (Check's default fork mode): the page is per
 	 * process and the first test fills it on purpose. */
+	tcase_add_test(tc, test_fork_child_data_is_one_page);
 	tcase_add_test(tc, test_a_lock_held_at_fork_is_free_in_the_child);
 	tcase_add_test(tc, test_parent_writes_after_fork_take_no_copy_on_write_fault);
 	tcase_add_test(tc, test_blocks_are_zeroed_aligned_disjoint_and_bounded);
