@@ -130,8 +130,9 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 static __thread bool fork_signal_was_blocked __attribute__((tls_model("initial-exec")));
 
 /* Just the sampling signal; set at start-up, read only after (a fork child calling
- * sigemptyset would fault in one more page of libc's code). */
-static sigset_t sampling_set;
+ * sigemptyset would fault in one more page of libc's code; on the page the child
+ * touches anyway, agent/fork_local.h). */
+FORK_CHILD_DATA static sigset_t sampling_set;
 
 static void block_sampling_signal(void)
 {
@@ -148,21 +149,6 @@ FORK_CHILD_PATH static void restore_signal_mask(void)
 {
 	if (!fork_signal_was_blocked)
 		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
-}
-
-/* A seccomp filter is installed (start-up): system calls the process would not make
- * itself may be refused, or kill it. */
-static bool seccomp_on;
-
-/* CLOCK_REALTIME in a fork child: by system call, as the vDSO's data page is not mapped
- * in a child until it faults it in, which costs more here; through the vDSO under a
- * seccomp filter (which may not allow the system call) or when the call fails. */
-FORK_CHILD_PATH static uint64_t child_realtime_ns(void)
-{
-	struct timespec ts;
-	if (!seccomp_on && syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts) == 0)
-		return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-	return clock_now_ns(CLOCK_REALTIME);
 }
 
 /* Seccomp mode 2 (a filter) from /proc/self/status; false when unknown. */
@@ -220,7 +206,10 @@ FORK_CHILD_PATH static void atfork_child(void)
 		return;
 	dl_guard_atfork_child(); /* first: what follows may start a thread */
 	/* A fresh profile: the parent's samples are the parent's to upload. */
-	profiles_reinit_after_fork(profiles, child_realtime_ns());
+	/* Start time 0: the uploader takes the process's start time when it first needs
+	 * it (uploader.c). A clock read here would cost every child more pages touched
+	 * (the read's stack or the vDSO's), the dearest thing in a fork on a VM. */
+	profiles_reinit_after_fork(profiles, 0);
 	threads_atfork_child();
 	thread_start_after_fork();
 	modules_atfork_child(real_pthread_create);
@@ -332,8 +321,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	unwind_place_counters();
 	uploader_place_lock();
 	dl_guard_place(fork_local_alloc(sizeof(pthread_mutex_t)));
-	seccomp_on = seccomp_filtered();
-	if (seccomp_on) {
+	if (seccomp_filtered()) {
 		/* A filter may kill us on process_vm_readv: only read the stack directly. */
 		unwind_set_guarded_reads(false);
 		log_debug("seccomp filter active: unwinding reads only the thread's stack");

@@ -17,6 +17,7 @@
 #include "uploader.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -95,7 +96,10 @@ static const struct config *up_cfg;
 static struct profile_pair *up_profiles;
 static thread_create_fn up_create;
 static struct exporter *exporters[MAX_EXPORTERS];
-static size_t n_exporters;
+FORK_CHILD_DATA static size_t n_exporters;
+/* An HTTP send is in progress (its exporters' in_flight_since_ns are set): read by the
+ * fork child handler first, so that most children never read the exporters (heap). */
+FORK_CHILD_DATA static _Atomic bool sends_in_flight;
 FORK_CHILD_DATA static uint64_t export_seq;
 /* CLOCK_MONOTONIC time at which the thread must give up on HTTP (exit flush); 0 = none.
  * Set by uploader_stop, read by http_send_all between polls. */
@@ -103,7 +107,7 @@ FORK_CHILD_DATA static _Atomic uint64_t exit_abort_ns;
 static bool curl_atexit_registered;
 /* This process is to have an uploader thread (uploader_start made one): a fork child
  * inherits the wish, not the thread. */
-static bool uploader_wanted;
+FORK_CHILD_DATA static bool uploader_wanted;
 /* A fork child's thread is not started yet: it starts at the first need (see
  * start_deferred). Set by the fork child handler, cleared under ctl.lock. With the pid
  * it was set for: in a grandchild, before our child handler ran (another library's
@@ -122,6 +126,7 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 }
 
 static void start_deferred(bool quiet);
+static uint64_t profile_start_rt(struct profile *p);
 
 bool uploader_modules_wake(void)
 {
@@ -313,6 +318,7 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 	uint64_t start = clock_now_ns(CLOCK_MONOTONIC);
 	for (size_t i = 0; i < njobs; i++)
 		http_exporters[i]->in_flight_since_ns = start;
+	atomic_store_explicit(&sends_in_flight, true, memory_order_relaxed);
 	http_send_all(ctx->http, jobs, njobs, deadline, &exit_abort_ns, final);
 	for (size_t i = 0; i < njobs; i++) {
 		outcome(o, jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
@@ -320,6 +326,7 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 		http_exporters[i]->unresponsive =
 		    jobs[i].rc != 0 && jobs[i].fail == HTTP_FAIL_TIMEOUT;
 	}
+	atomic_store_explicit(&sends_in_flight, false, memory_order_relaxed);
 }
 
 /* The final profile's outcome is counted once: by the thread, or by uploader_stop if
@@ -377,7 +384,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 	}
 	if (has_data && ctx->sym) {
 		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
-		struct pprof_meta meta = {.start_ns = p->start_ns,
+		struct pprof_meta meta = {.start_ns = profile_start_rt(p),
 					  .end_ns = now,
 					  .period_ns = sampler_period_ns(),
 					  .pid = getpid(),
@@ -443,6 +450,47 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 }
 
 /* When this period's exports must be over: a margin before the next swap. */
+/* CLOCK_REALTIME when the process started, from its start time in /proc/self/stat (in
+ * clock ticks of the boot-time clock): 0 when unknown. For a fork child's first
+ * profile, whose start the fork handler leaves at 0 (preload.c). */
+static uint64_t process_start_rt_ns(void)
+{
+	char buf[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* Field 22; the fields after the comm's closing parenthesis hold no spaces. */
+	const char *s = strrchr(buf, ')');
+	for (int field = 2; s && field < 22; field++)
+		s = strchr(s + 1, ' ');
+	long hz = sysconf(_SC_CLK_TCK);
+	if (!s || hz <= 0)
+		return 0;
+	uint64_t start_boot = strtoull(s + 1, NULL, 10) * (NS_PER_SEC / (uint64_t)hz);
+	uint64_t now_boot = clock_now_ns(CLOCK_BOOTTIME);
+	uint64_t now_rt = clock_now_ns(CLOCK_REALTIME);
+	if (start_boot > now_boot || now_boot - start_boot > now_rt)
+		return 0;
+	return now_rt - (now_boot - start_boot);
+}
+
+/* p's start, taking the process's start for a fork child's first profile (within a
+ * clock tick, 10 ms). Uploader thread only: the only writer of start_ns besides the
+ * fork handler. */
+static uint64_t profile_start_rt(struct profile *p)
+{
+	if (p->start_ns == 0) {
+		uint64_t t = process_start_rt_ns();
+		p->start_ns = t ? t : clock_now_ns(CLOCK_REALTIME);
+	}
+	return p->start_ns;
+}
+
 static uint64_t period_deadline(uint64_t next, uint64_t period)
 {
 	return next - period / PERIOD_MARGIN_DIVISOR;
@@ -484,7 +532,7 @@ static void *uploader_main(void *arg)
 	/* The first period ends a period after the profile began: in a fork child whose
 	 * thread started late (start_deferred), at the fork plus a period. */
 	uint64_t now_rt = clock_now_ns(CLOCK_REALTIME);
-	uint64_t start_rt = profiles_active(up_profiles)->start_ns;
+	uint64_t start_rt = profile_start_rt(profiles_active(up_profiles));
 	uint64_t age = now_rt > start_rt ? now_rt - start_rt : 0;
 	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period - (age < period ? age : period);
 	/* This thread also runs the module registry's work (unwind tables of new
@@ -751,16 +799,19 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
 		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
-	/* The exporters are on the heap: written only when there is something to change,
-	 * a store would copy the page for nothing. */
 	/* A request the parent was still waiting for: the intake may be hanging, and this
 	 * child cannot know better; its exit flush will not wait for that exporter. The
-	 * warning rate limiters are kept: a fork storm warns like one process. */
-	for (size_t i = 0; i < n_exporters; i++) {
-		if (exporters[i]->in_flight_since_ns) {
-			exporters[i]->unresponsive = true;
-			exporters[i]->in_flight_since_ns = 0;
+	 * warning rate limiters are kept: a fork storm warns like one process. The
+	 * exporters are on the heap: read and written only when a send was in flight (each
+	 * page a child touches costs it a fault on these virtual machines). */
+	if (atomic_load_explicit(&sends_in_flight, memory_order_relaxed)) {
+		for (size_t i = 0; i < n_exporters; i++) {
+			if (exporters[i]->in_flight_since_ns) {
+				exporters[i]->unresponsive = true;
+				exporters[i]->in_flight_since_ns = 0;
+			}
 		}
+		atomic_store_explicit(&sends_in_flight, false, memory_order_relaxed);
 	}
 	if (!was_running)
 		return;

@@ -34,8 +34,9 @@ int main(int argc, char **argv)
 	int n = argc > 1 ? atoi(argv[1]) : 200;
 	pthread_t b;
 	pthread_create(&b, NULL, burn, NULL);
-	/* Past start-up: the profiler's threads and tables are in place. */
-	struct timespec ts = {0, 300000000};
+	/* Past start-up (1 s): the profiler has built its unwind tables; a child forked
+	 * before that starts its uploader thread at once (uploader_atfork_child). */
+	struct timespec ts = {1, 0};
 	nanosleep(&ts, NULL);
 	struct rusage s0, c0, s1, c1;
 	getrusage(RUSAGE_SELF, &s0);
