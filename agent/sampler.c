@@ -31,6 +31,7 @@
 #include "common/log.h"
 
 struct thread_state {
+	uint32_t gen;	      /* fork_gen when last valid: see tls_current */
 	pid_t tid;	      /* 0 = not cached yet */
 	bool internal;	      /* profiler-owned thread: never recorded */
 	bool sampled;	      /* a sample was recorded in this thread */
@@ -59,14 +60,79 @@ static unwinder_fn sampler_unwinder;
 static int sampler_signo;
 /* A fork child writes it at exit (sampler_set_enabled): on the page it writes anyway. */
 FORK_CHILD_DATA static _Atomic bool sampler_enabled;
+/*
+ * Fork generation: a fork child increments it instead of resetting the forking
+ * thread's state, whose TLS page it then never touches unless it samples: each page a
+ * new process touches costs it a fault, and on the paravirtualized machines we run on,
+ * a read as much as a write. A thread whose gen differs holds its parent's values
+ * (tls_current resets them). Written only in a fork child's handler, while it is the
+ * only thread (relaxed).
+ */
+FORK_CHILD_DATA static _Atomic uint32_t fork_gen;
+/* An exact thread (sampler_thread_armed) armed since the process began or forked: until
+ * then no thread has an end account, and exit need not look at its own state. */
+FORK_CHILD_DATA static _Atomic bool exact_armed;
+
+/* async-signal-safe. What the fork child's main thread is: a new task, its timer
+ * armed with whole-period weights (not exact), nothing sampled. */
+FORK_CHILD_PATH static void tls_reset(struct thread_state *ts, uint32_t g)
+{
+	ts->tid = 0;
+	ts->sampled = false;
+	ts->exact = false;
+	ts->ended = false;
+	ts->last_n = 0;
+	ts->first_ns = 0;
+	ts->recorded_ns = 0;
+	ts->armed_ns = 0;
+	ts->gen = g;
+}
+
+/* async-signal-safe. In the handler (every signal blocked): the calling thread's state,
+ * reset first if it came through a fork. */
+static struct thread_state *tls_current_in_handler(void)
+{
+	struct thread_state *ts = &tls_state;
+	uint32_t g = atomic_load_explicit(&fork_gen, memory_order_relaxed);
+	if (ts->gen != g)
+		tls_reset(ts, g);
+	return ts;
+}
+
+/* async-signal-safe. The same in normal context: the reset runs with the sampling
+ * signal blocked, or a sample landing in its middle (the thread's timer is armed) would
+ * be recorded and then half erased. Two system calls, once per thread per fork. */
+FORK_CHILD_PATH static struct thread_state *tls_current(void)
+{
+	struct thread_state *ts = &tls_state;
+	uint32_t g = atomic_load_explicit(&fork_gen, memory_order_relaxed);
+	if (ts->gen != g) {
+		sigset_t block, old;
+		sigemptyset(&block);
+		if (sampler_signo > 0)
+			sigaddset(&block, sampler_signo);
+		pthread_sigmask(SIG_BLOCK, &block, &old);
+		if (ts->gen != g)
+			tls_reset(ts, g);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	return ts;
+}
 static _Atomic uint64_t foreign_signals;
 
 /* async-signal-safe */
 FORK_CHILD_PATH pid_t sampler_gettid(void)
 {
-	if (tls_state.tid == 0)
-		tls_state.tid = (pid_t)syscall(SYS_gettid);
-	return tls_state.tid;
+	struct thread_state *ts = tls_current();
+	if (ts->tid == 0)
+		ts->tid = (pid_t)syscall(SYS_gettid);
+	return ts->tid;
+}
+
+/* async-signal-safe. The tid without touching the thread's state (fork child handler). */
+FORK_CHILD_PATH pid_t sampler_gettid_uncached(void)
+{
+	return (pid_t)syscall(SYS_gettid);
 }
 
 /* async-signal-safe */
@@ -80,7 +146,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 		errno = saved_errno;
 		return;
 	}
-	struct thread_state *ts = &tls_state;
+	struct thread_state *ts = tls_current_in_handler();
 	if (ts->ended) {
 		/* An expiry that was pending (the signal blocked) when the thread's timer
 		 * was deleted: its CPU is already in the end's account. */
@@ -208,6 +274,7 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 {
 	if (!may_fire) {
 		/* No timer of ours targets this thread yet: no handler can interleave. */
+		tls_current();
 		tls_state.tid = tid;
 		tls_state.stack_lo = stack_lo;
 		tls_state.stack_hi = stack_hi;
@@ -220,6 +287,7 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 	if (sampler_signo > 0)
 		sigaddset(&block, sampler_signo);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
+	tls_current();
 	tls_state.tid = tid;
 	tls_state.stack_lo = stack_lo;
 	tls_state.stack_hi = stack_hi;
@@ -228,22 +296,30 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 
 FORK_CHILD_PATH bool sampler_thread_sampled(void)
 {
-	return tls_state.sampled;
+	return tls_current()->sampled;
 }
 
 FORK_CHILD_PATH bool sampler_thread_has_end_account(void)
 {
-	return tls_state.exact;
+	/* The flag first: a fork child's main thread never reads its TLS for this. */
+	return atomic_load_explicit(&exact_armed, memory_order_relaxed) && tls_current()->exact;
 }
 
 /* Normal context, in the thread itself, before it arms its timer. Samples and weights
  * it recorded before (a timer the start-up scan armed) stay counted. */
 FORK_CHILD_PATH void sampler_thread_armed(uint64_t first_ns, bool exact)
 {
-	struct thread_state *ts = &tls_state;
-	ts->armed_ns = exact ? clock_now_ns(CLOCK_MONOTONIC) : 0;
-	ts->first_ns = exact ? first_ns : 0;
-	ts->exact = exact;
+	/* Not exact (the main thread at start-up, a fork child): the state is already what
+	 * it should be (zero TLS, or reset by tls_current at its next use), and a fork
+	 * child must not touch its TLS page here. */
+	if (!exact)
+		return;
+	if (!atomic_load_explicit(&exact_armed, memory_order_relaxed))
+		atomic_store_explicit(&exact_armed, true, memory_order_relaxed);
+	struct thread_state *ts = tls_current();
+	ts->armed_ns = clock_now_ns(CLOCK_MONOTONIC);
+	ts->first_ns = first_ns;
+	ts->exact = true;
 	ts->ended = false;
 	/* Pairs with the handler, which runs on this thread only once the timer armed
 	 * after this call fires: the fields above are written before it can. */
@@ -285,7 +361,7 @@ static uint32_t root_stack(const struct sampler_thread_root *root, uintptr_t *pc
  * for it any more, so tls_state.pcs is ours). */
 void sampler_thread_end(const struct sampler_thread_root *root)
 {
-	struct thread_state *ts = &tls_state;
+	struct thread_state *ts = tls_current();
 	bool exact = ts->exact;
 	ts->exact = false;
 	ts->ended = true;
@@ -334,14 +410,11 @@ void sampler_thread_mark_internal(void)
 
 FORK_CHILD_PATH void sampler_after_fork_child(void)
 {
-	/* A new task: its own tid, CPU clock and samples (its timer is armed next). */
-	struct thread_state *ts = &tls_state;
-	ts->tid = 0;
-	ts->sampled = false;
-	ts->recorded_ns = 0;
-	ts->last_n = 0;
-	ts->exact = false;
-	ts->first_ns = 0;
+	/* A new task: its own tid, CPU clock and samples. The forking thread's state is
+	 * reset at its next use (tls_current), not here. */
+	atomic_store_explicit(&fork_gen, atomic_load_explicit(&fork_gen, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&exact_armed, false, memory_order_relaxed);
 }
 
 uint64_t sampler_foreign_signals(void)

@@ -81,8 +81,12 @@ bool sampler_thread_is_internal(void);
 
 /* The calling thread's tid, cached (one syscall the first time). */
 pid_t sampler_gettid(void);
+/* The same by system call, leaving the thread's state (TLS) untouched: for the fork
+ * child handler, which must not touch that page. */
+pid_t sampler_gettid_uncached(void);
 
-/* Fork child, forking thread: forget the parent's cached tid. */
+/* Fork child, forking thread: its state (cached tid, samples, end account) is stale;
+ * it is reset at its next use, not here (no write to its TLS page). */
 void sampler_after_fork_child(void);
 
 /* Counters for diagnostics. */

@@ -427,11 +427,12 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	sampler_after_fork_child();
 	/* Every child of the same parent would otherwise draw the same first expiry (the
 	 * parent's generator does not move when it forks): mix in the child's tid. */
-	rng_state ^= (uint64_t)sampler_gettid() * 0x9E3779B97F4A7C15ULL;
+	pid_t tid = sampler_gettid_uncached(); /* not sampler_gettid: see sampler.h */
+	rng_state ^= (uint64_t)tid * 0x9E3779B97F4A7C15ULL;
 	rng_next();
 	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
 	 * the timer are new. */
-	int rc = start_tid(sampler_gettid(), true, false);
+	int rc = start_tid(tid, true, false);
 	if (rc < 0)
 		log_debug("cannot arm the CPU timer in the fork child: %s", strerror(-rc));
 }

@@ -49,7 +49,8 @@ static struct profile_pair profiles_fallback;
 static struct profile_pair *profiles = &profiles_fallback;
 /* Set once the agent runs: new threads get timers from then on. Acquire/release pairs
  * the constructor's set-up with the pthread_create wrapper reading it. */
-static _Atomic bool agent_running;
+/* On the page a fork child touches anyway: its destructor reads it (fork_local.h). */
+FORK_CHILD_DATA static _Atomic bool agent_running;
 static thread_create_fn real_pthread_create;
 
 static thread_create_fn resolve_pthread_create(void)
@@ -125,9 +126,14 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 
 /* Whether the forking thread had the sampling signal blocked before fork: it is
  * blocked from prepare until the parent and child handlers ran, so no sample lands in
- * the middle of our fork bookkeeping (initial-exec: forks may run in several threads
- * at once). Written only when it changes: see atfork_prepare. */
+ * the middle of our fork bookkeeping. Per thread for the parent handler; mirrored, for
+ * the child, on the page the child touches anyway (the thread's TLS would be one more
+ * page for every child). Both written only when they change, which happens only when
+ * some thread forks with the signal blocked (an application blocking every signal):
+ * two such forks racing in two threads can leave the signal unblocked in one child,
+ * which only means that child is sampled. */
 static __thread bool fork_signal_was_blocked __attribute__((tls_model("initial-exec")));
+FORK_CHILD_DATA static _Atomic bool child_signal_was_blocked;
 
 /* Just the sampling signal; set at start-up, read only after (a fork child calling
  * sigemptyset would fault in one more page of libc's code; on the page the child
@@ -141,13 +147,21 @@ static void block_sampling_signal(void)
 	bool was = sigismember(&old, sampler_signal()) == 1;
 	if (fork_signal_was_blocked != was)
 		fork_signal_was_blocked = was;
+	if (atomic_load_explicit(&child_signal_was_blocked, memory_order_relaxed) != was)
+		atomic_store_explicit(&child_signal_was_blocked, was, memory_order_relaxed);
 }
 
 /* Unblocks the sampling signal unless it was blocked before: the rest of the mask is
  * left as the application's handlers leave it. */
-FORK_CHILD_PATH static void restore_signal_mask(void)
+static void restore_signal_mask_parent(void)
 {
 	if (!fork_signal_was_blocked)
+		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
+}
+
+FORK_CHILD_PATH static void restore_signal_mask_child(void)
+{
+	if (!atomic_load_explicit(&child_signal_was_blocked, memory_order_relaxed))
 		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
 }
 
@@ -171,6 +185,9 @@ static bool seccomp_filtered(void)
  * act only then (a fork racing with the constructor must not unlock what it never
  * locked). */
 static __thread bool fork_prepared __attribute__((tls_model("initial-exec")));
+/* The same for the fork child, process-wide on the page it touches anyway (see
+ * fork_signal_was_blocked); written only when it changes, in practice once. */
+FORK_CHILD_DATA static _Atomic bool child_prepared;
 
 static void atfork_prepare(void)
 {
@@ -180,6 +197,8 @@ static void atfork_prepare(void)
 	bool running = atomic_load_explicit(&agent_running, memory_order_acquire);
 	if (fork_prepared != running)
 		fork_prepared = running;
+	if (atomic_load_explicit(&child_prepared, memory_order_relaxed) != running)
+		atomic_store_explicit(&child_prepared, running, memory_order_relaxed);
 	if (!running)
 		return;
 	block_sampling_signal();
@@ -197,12 +216,13 @@ static void atfork_parent(void)
 	threads_atfork_parent();
 	uploader_atfork_parent();
 	dl_guard_atfork_parent();
-	restore_signal_mask();
+	restore_signal_mask_parent();
 }
 
 FORK_CHILD_PATH static void atfork_child(void)
 {
-	if (!fork_prepared)
+	/* Not this thread's fork_prepared: its TLS page is one more page touched. */
+	if (!atomic_load_explicit(&child_prepared, memory_order_relaxed))
 		return;
 	dl_guard_atfork_child(); /* first: what follows may start a thread */
 	/* A fresh profile: the parent's samples are the parent's to upload. */
@@ -214,7 +234,7 @@ FORK_CHILD_PATH static void atfork_child(void)
 	thread_start_after_fork();
 	modules_atfork_child(real_pthread_create);
 	uploader_atfork_child();
-	restore_signal_mask();
+	restore_signal_mask_child();
 }
 
 /*

@@ -700,7 +700,7 @@ FORK_CHILD_PATH void uploader_stop(uint64_t timeout_ns)
 	 * sample goes into the final profile (agent/sampler.h). The main thread and a
 	 * fork child keep whole-period weights and have nothing to add: their exit pays
 	 * no system call for it. */
-	if (sampler_thread_sampled() && sampler_thread_has_end_account())
+	if (sampler_thread_has_end_account() && sampler_thread_sampled())
 		threads_exit_self(NULL);
 	/* A fork child that deferred its thread: needed now only for a final profile. */
 	hijack_disarm();

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -145,6 +146,61 @@ START_TEST(test_sampled_thread_credited_exactly)
 }
 END_TEST
 
+/* A sampled thread that armed its own timer (exact) forks. The child's only thread must
+ * start over as a fork child's main thread: its own tid (not the parent's cached one),
+ * nothing sampled, no end account, its samples recorded under its tid. The fork handler
+ * leaves the thread's state alone (a fork child must not touch that TLS page): it is
+ * reset at its first use. */
+static void *fork_job(void *arg)
+{
+	int *status = arg;
+	threads_start_self(false, 0);
+	pid_t parent_tid = sampler_gettid();
+	burn_until(thread_cpu_ns() + 40 * MS); /* sampled, exact */
+	if (!sampler_thread_sampled() || !sampler_thread_has_end_account()) {
+		*status = -1;
+		return NULL;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* What preload.c's child handler does for these modules. */
+		profiles_reinit_after_fork(&pp, 1);
+		threads_atfork_child();
+		int bad = 0;
+		bad |= sampler_thread_has_end_account() ? 1 : 0;
+		bad |= sampler_thread_sampled() ? 2 : 0;
+		pid_t tid = sampler_gettid();
+		bad |= (tid == parent_tid || tid != getpid()) ? 4 : 0;
+		uint64_t c0 = thread_cpu_ns();
+		burn_until(c0 + 60 * MS);
+		bad |= !sampler_thread_sampled() ? 8 : 0;
+		struct credit c = credited(tid, 0);
+		bad |= c.samples < 2 ? 16 : 0;
+		/* Whole-period weights: within a period or two of its CPU. */
+		uint64_t cpu = thread_cpu_ns();
+		bad |= (c.cpu_ns > cpu + 20 * MS || c.cpu_ns + 30 * MS < cpu - c0) ? 32 : 0;
+		_exit(bad);
+	}
+	int st = 0;
+	*status = waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : -2;
+	threads_exit_self(NULL);
+	return NULL;
+}
+
+START_TEST(test_fork_child_thread_state_starts_over)
+{
+	start_agent(10 * MS);
+	int status = -3;
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, fork_job, &status), 0);
+	pthread_join(t, NULL);
+	ck_assert_msg(status == 0,
+		      "fork child state: status %d (bits: 1 end account, 2 sampled, "
+		      "4 tid, 8 not sampled after burning, 16 samples, 32 CPU)",
+		      status);
+}
+END_TEST
+
 START_TEST(test_unsampled_threads_credited_to_start_routine)
 {
 	start_agent(10 * MS);
@@ -206,6 +262,7 @@ int main(void)
 	tcase_add_test(tc, test_unsampled_threads_credited_to_start_routine);
 	tcase_add_test(tc, test_registry_forgets_threads_without_samples);
 	tcase_add_test(tc, test_sampled_thread_keeps_its_name_until_uploaded);
+	tcase_add_test(tc, test_fork_child_thread_state_starts_over);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
 }
