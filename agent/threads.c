@@ -59,6 +59,8 @@ static _Atomic uint64_t timer_failures;
  * after its set-up. Release/acquire pairs the scan's end with threads_start_self. */
 static _Atomic bool scan_done;
 FORK_CHILD_DATA static uint64_t rng_state; /* guarded by registry_lock */
+/* A fork child's tid, from threads_atfork_child to threads_atfork_child_arm. */
+FORK_CHILD_DATA static pid_t child_tid;
 
 static uint64_t rng_next(void)
 {
@@ -427,12 +429,16 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	sampler_after_fork_child();
 	/* Every child of the same parent would otherwise draw the same first expiry (the
 	 * parent's generator does not move when it forks): mix in the child's tid. */
-	pid_t tid = sampler_gettid_uncached(); /* not sampler_gettid: see sampler.h */
-	rng_state ^= (uint64_t)tid * 0x9E3779B97F4A7C15ULL;
+	child_tid = sampler_gettid_uncached(); /* not sampler_gettid: see sampler.h */
+	rng_state ^= (uint64_t)child_tid * 0x9E3779B97F4A7C15ULL;
 	rng_next();
+}
+
+FORK_CHILD_PATH void threads_atfork_child_arm(void)
+{
 	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
 	 * the timer are new. */
-	int rc = start_tid(tid, true, false);
+	int rc = start_tid(child_tid, true, false);
 	if (rc < 0)
 		log_debug("cannot arm the CPU timer in the fork child: %s", strerror(-rc));
 }

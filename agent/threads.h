@@ -66,5 +66,8 @@ uint64_t threads_timer_failures(void);
 void threads_atfork_prepare(void);
 void threads_atfork_parent(void);
 void threads_atfork_child(void);
+/* Fork child, after threads_atfork_child and every other child handler of ours: arms
+ * the child's timer (samples may land from then on). */
+void threads_atfork_child_arm(void);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "agent/hijack.h"
@@ -124,45 +125,71 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 	return rc;
 }
 
-/* Whether the forking thread had the sampling signal blocked before fork: it is
- * blocked from prepare until the parent and child handlers ran, so no sample lands in
- * the middle of our fork bookkeeping. Per thread for the parent handler; mirrored, for
- * the child, on the page the child touches anyway (the thread's TLS would be one more
- * page for every child). Both written only when they change, which happens only when
- * some thread forks with the signal blocked (an application blocking every signal):
- * two such forks racing in two threads can leave the signal unblocked in one child,
- * which only means that child is sampled. */
-static __thread bool fork_signal_was_blocked __attribute__((tls_model("initial-exec")));
-FORK_CHILD_DATA static _Atomic bool child_signal_was_blocked;
+/*
+ * Samples during our fork handlers are harmless: the handler takes no lock and writes
+ * only lock-free state, and in the child the timer is armed last. Two exceptions, where
+ * prepare blocks the sampling signal until the parent and child handlers ran (a system
+ * call in each, costing more than its instructions on a VM):
+ *  - a fork child whose uploader thread has not started yet (agent/hijack.h) may start
+ *    it from a sample at a safe point, which takes the uploader's lock prepare holds;
+ *  - kernels before 5.0 restart a fork when a signal arrives during it (the memory copy
+ *    is thrown away): with the thread's CPU timer running through the fork's kernel
+ *    work, a fork longer than the period would never finish (always_block_for_fork).
+ * fork_unblock: this thread's prepare blocked it (it was not blocked before), written
+ * only when it changes. forks_blocking counts such forks in flight: a fork child reads
+ * its TLS only when it is not 0, and otherwise touches one page less.
+ */
+static bool always_block_for_fork;
+static __thread bool fork_unblock __attribute__((tls_model("initial-exec")));
+FORK_CHILD_DATA static _Atomic unsigned forks_blocking;
+
+/* Kernel older than 5.0 ("signal: Don't restart fork when signals come in"), or
+ * unknown: block the sampling signal around every fork. Start-up. */
+static bool kernel_restarts_fork(void)
+{
+	struct utsname u;
+	if (uname(&u) != 0)
+		return true;
+	return strtol(u.release, NULL, 10) < 5;
+}
 
 /* Just the sampling signal; set at start-up, read only after (a fork child calling
  * sigemptyset would fault in one more page of libc's code; on the page the child
  * touches anyway, agent/fork_local.h). */
 FORK_CHILD_DATA static sigset_t sampling_set;
 
-static void block_sampling_signal(void)
+static void block_sampling_signal_if_needed(void)
 {
-	sigset_t old;
-	pthread_sigmask(SIG_BLOCK, &sampling_set, &old);
-	bool was = sigismember(&old, sampler_signal()) == 1;
-	if (fork_signal_was_blocked != was)
-		fork_signal_was_blocked = was;
-	if (atomic_load_explicit(&child_signal_was_blocked, memory_order_relaxed) != was)
-		atomic_store_explicit(&child_signal_was_blocked, was, memory_order_relaxed);
+	bool unblock = false;
+	if (always_block_for_fork || hijack_armed()) {
+		sigset_t old;
+		pthread_sigmask(SIG_BLOCK, &sampling_set, &old);
+		unblock = sigismember(&old, sampler_signal()) != 1;
+	}
+	if (fork_unblock != unblock)
+		fork_unblock = unblock;
+	if (unblock)
+		atomic_fetch_add_explicit(&forks_blocking, 1, memory_order_relaxed);
 }
 
-/* Unblocks the sampling signal unless it was blocked before: the rest of the mask is
+/* Only the sampling signal, and only if prepare blocked it: the rest of the mask is
  * left as the application's handlers leave it. */
 static void restore_signal_mask_parent(void)
 {
-	if (!fork_signal_was_blocked)
+	if (fork_unblock) {
 		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
+		atomic_fetch_sub_explicit(&forks_blocking, 1, memory_order_relaxed);
+	}
 }
 
 FORK_CHILD_PATH static void restore_signal_mask_child(void)
 {
-	if (!atomic_load_explicit(&child_signal_was_blocked, memory_order_relaxed))
+	/* The count is the parent's at fork; only this thread is here. */
+	if (atomic_load_explicit(&forks_blocking, memory_order_relaxed) == 0)
+		return;
+	if (fork_unblock)
 		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
+	atomic_store_explicit(&forks_blocking, 0, memory_order_relaxed);
 }
 
 /* Seccomp mode 2 (a filter) from /proc/self/status; false when unknown. */
@@ -185,8 +212,9 @@ static bool seccomp_filtered(void)
  * act only then (a fork racing with the constructor must not unlock what it never
  * locked). */
 static __thread bool fork_prepared __attribute__((tls_model("initial-exec")));
-/* The same for the fork child, process-wide on the page it touches anyway (see
- * fork_signal_was_blocked); written only when it changes, in practice once. */
+/* The same for the fork child, process-wide on the page it touches anyway (the
+ * thread's TLS would be one page more); written only when it changes, in practice
+ * once. */
 FORK_CHILD_DATA static _Atomic bool child_prepared;
 
 static void atfork_prepare(void)
@@ -201,7 +229,7 @@ static void atfork_prepare(void)
 		atomic_store_explicit(&child_prepared, running, memory_order_relaxed);
 	if (!running)
 		return;
-	block_sampling_signal();
+	block_sampling_signal_if_needed();
 	dl_guard_atfork_prepare(); /* first: no other lock is held while it waits */
 	uploader_atfork_prepare();
 	threads_atfork_prepare();
@@ -235,6 +263,8 @@ FORK_CHILD_PATH static void atfork_child(void)
 	modules_atfork_child(real_pthread_create);
 	uploader_atfork_child();
 	restore_signal_mask_child();
+	/* Last: from here on samples may land (see child_unblock). */
+	threads_atfork_child_arm();
 }
 
 /*
@@ -353,6 +383,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	}
 	sigemptyset(&sampling_set);
 	sigaddset(&sampling_set, signo);
+	always_block_for_fork = kernel_restarts_fork();
 	/* Fork children start their uploader thread late, maybe from a safe point that a
 	 * sample finds (agent/hijack.h); our own frames are never one. */
 	rc = hijack_init(uploader_safe_point, (const void *)ddprof_init,

@@ -166,6 +166,7 @@ static void *fork_job(void *arg)
 		/* What preload.c's child handler does for these modules. */
 		profiles_reinit_after_fork(&pp, 1);
 		threads_atfork_child();
+		threads_atfork_child_arm();
 		int bad = 0;
 		bad |= sampler_thread_has_end_account() ? 1 : 0;
 		bad |= sampler_thread_sampled() ? 2 : 0;
