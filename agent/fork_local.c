@@ -32,6 +32,12 @@ FORK_CHILD_PATH bool fork_local_owns(const void *p)
 	return page && page != MAP_FAILED && b >= page && b < page + FORK_LOCAL_BYTES;
 }
 
+void *fork_local_or(void *fallback, size_t size)
+{
+	void *p = fork_local_alloc(size);
+	return p ? p : fallback;
+}
+
 void *fork_local_alloc(size_t size)
 {
 	if (!page) {

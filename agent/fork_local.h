@@ -48,6 +48,10 @@ size_t fork_child_data_bytes(void);
 /* Whether p points into the fork-local page: memory a fork child finds zero-filled. */
 bool fork_local_owns(const void *p);
 
+/* size zeroed bytes on the fork-local page, or fallback (ordinary memory, the caller's)
+ * when it has no room. Start-up only. */
+void *fork_local_or(void *fallback, size_t size);
+
 /* Zeroed memory on the fork-local page, or NULL (the page is full or could not be
  * mapped): callers then keep their state in ordinary memory. Start-up only. */
 void *fork_local_alloc(size_t size);

@@ -23,9 +23,7 @@ static struct grace *map_grace = &map_grace_fallback;
 
 void module_map_place_grace(void)
 {
-	struct grace *g = fork_local_alloc(sizeof(*g));
-	if (g)
-		map_grace = g;
+	map_grace = fork_local_or(&map_grace_fallback, sizeof(*map_grace));
 }
 
 /* async-signal-safe */

@@ -6,6 +6,8 @@
  */
 #include "profile.h"
 #include "agent/fork_local.h"
+#include "common/clock.h"
+#include "common/process_start.h"
 
 #include <string.h>
 #include <time.h>
@@ -140,4 +142,13 @@ FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_
 	}
 	atomic_store_explicit(&pp->active, 0, memory_order_relaxed);
 	pp->p[0].start_ns = now_ns;
+}
+
+uint64_t profile_start_ns(struct profile *p)
+{
+	if (p->start_ns == 0) {
+		uint64_t t = process_start_realtime_ns();
+		p->start_ns = t ? t : clock_now_ns(CLOCK_REALTIME);
+	}
+	return p->start_ns;
 }

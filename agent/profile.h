@@ -73,6 +73,12 @@ bool profiles_empty(struct profile_pair *pp);
 /* The active profile, for reading its counters (diagnostics). */
 struct profile *profiles_active(struct profile_pair *pp);
 
+/* p's start (CLOCK_REALTIME). A fork child's first profile starts at 0 (its fork
+ * handler reads no clock): it gets the process's start time, within a clock tick
+ * (common/process_start.h). Uploader thread only (it reads /proc; it is the only
+ * writer of start_ns besides the fork handler). */
+uint64_t profile_start_ns(struct profile *p);
+
 /* Empties p. Precondition: p is not active and no handler is inside it. */
 void profile_reset(struct profile *p);
 

@@ -62,9 +62,7 @@ static struct walk_counters *ctr = &counters_fallback;
 
 void unwind_place_counters(void)
 {
-	struct walk_counters *c = fork_local_alloc(sizeof(*c));
-	if (c)
-		ctr = c;
+	ctr = fork_local_or(&counters_fallback, sizeof(*ctr));
 }
 
 struct walk {

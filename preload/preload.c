@@ -355,9 +355,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 		log_error("cannot find pthread_create; profiling disabled");
 		goto out;
 	}
-	struct profile_pair *pp = fork_local_alloc(sizeof(*pp));
-	if (pp)
-		profiles = pp;
+	profiles = fork_local_or(&profiles_fallback, sizeof(*profiles));
 	int rc = profiles_init(profiles, cfg.max_memory, clock_now_ns(CLOCK_REALTIME));
 	if (rc < 0) {
 		log_error("cannot reserve %llu bytes for profiles (%s); profiling disabled",

@@ -17,7 +17,6 @@
 #include "uploader.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -126,7 +125,6 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 }
 
 static void start_deferred(bool quiet);
-static uint64_t profile_start_rt(struct profile *p);
 
 bool uploader_modules_wake(void)
 {
@@ -384,7 +382,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 	}
 	if (has_data && ctx->sym) {
 		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
-		struct pprof_meta meta = {.start_ns = profile_start_rt(p),
+		struct pprof_meta meta = {.start_ns = profile_start_ns(p),
 					  .end_ns = now,
 					  .period_ns = sampler_period_ns(),
 					  .pid = getpid(),
@@ -450,46 +448,6 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 }
 
 /* When this period's exports must be over: a margin before the next swap. */
-/* CLOCK_REALTIME when the process started, from its start time in /proc/self/stat (in
- * clock ticks of the boot-time clock): 0 when unknown. For a fork child's first
- * profile, whose start the fork handler leaves at 0 (preload.c). */
-static uint64_t process_start_rt_ns(void)
-{
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	/* Field 22; the fields after the comm's closing parenthesis hold no spaces. */
-	const char *s = strrchr(buf, ')');
-	for (int field = 2; s && field < 22; field++)
-		s = strchr(s + 1, ' ');
-	long hz = sysconf(_SC_CLK_TCK);
-	if (!s || hz <= 0)
-		return 0;
-	uint64_t start_boot = strtoull(s + 1, NULL, 10) * (NS_PER_SEC / (uint64_t)hz);
-	uint64_t now_boot = clock_now_ns(CLOCK_BOOTTIME);
-	uint64_t now_rt = clock_now_ns(CLOCK_REALTIME);
-	if (start_boot > now_boot || now_boot - start_boot > now_rt)
-		return 0;
-	return now_rt - (now_boot - start_boot);
-}
-
-/* p's start, taking the process's start for a fork child's first profile (within a
- * clock tick, 10 ms). Uploader thread only: the only writer of start_ns besides the
- * fork handler. */
-static uint64_t profile_start_rt(struct profile *p)
-{
-	if (p->start_ns == 0) {
-		uint64_t t = process_start_rt_ns();
-		p->start_ns = t ? t : clock_now_ns(CLOCK_REALTIME);
-	}
-	return p->start_ns;
-}
 
 static uint64_t period_deadline(uint64_t next, uint64_t period)
 {
@@ -532,7 +490,7 @@ static void *uploader_main(void *arg)
 	/* The first period ends a period after the profile began: in a fork child whose
 	 * thread started late (start_deferred), at the fork plus a period. */
 	uint64_t now_rt = clock_now_ns(CLOCK_REALTIME);
-	uint64_t start_rt = profile_start_rt(profiles_active(up_profiles));
+	uint64_t start_rt = profile_start_ns(profiles_active(up_profiles));
 	uint64_t age = now_rt > start_rt ? now_rt - start_rt : 0;
 	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period - (age < period ? age : period);
 	/* This thread also runs the module registry's work (unwind tables of new
