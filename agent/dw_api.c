@@ -26,7 +26,7 @@ static const char *soname = DW_API_SONAME;
 static bool load(void)
 {
 	/* RTLD_LOCAL: libdw's symbols must not interpose on anything of the application. */
-	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	void *h = dl_guard_dlopen(soname, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		log_info("%s not loadable (%s): function names from ELF symbol tables only, no "
 			 "inlined frames or lines",

@@ -5,6 +5,7 @@
  */
 #include "common/dl_guard.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <gnu/libc-version.h>
 #include <stdatomic.h>
@@ -55,6 +56,14 @@ void dl_guard_place(pthread_mutex_t *mem)
 bool dl_guard_unload_allowed(void)
 {
 	return guard_usable();
+}
+
+void *dl_guard_dlopen(const char *file, int mode)
+{
+	dl_guard_lock();
+	void *h = dlopen(file, mode);
+	dl_guard_unlock();
+	return h;
 }
 
 void dl_guard_lock(void)

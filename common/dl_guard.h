@@ -1,14 +1,17 @@
 /*
- * dl_guard.h - keeps fork() out of the profiler's own dlclose calls.
+ * dl_guard.h - keeps fork() out of the profiler's own dlopen and dlclose calls.
  *
  * Why: glibc's fork does not take the lock of the exit-handler list, which dlclose
  * holds while it runs the unloaded libraries' __cxa_finalize. A fork in that window gave
  * a child that hung in exit() (seen: a fork storm while the uploader unloaded libdw).
  * The uploader unloads libdw and zlib under this lock, and the fork prepare handler
  * takes it, so a fork waits for at most one dlclose (~0.1 ms: unmapping, no disk or
- * network I/O), and at most 50 ms whatever happens. dlopen is not guarded: it may read
- * files, and a prepare handler must never wait for I/O; the libraries we load register
- * no exit handlers, and the child resets the loader's own lock.
+ * network I/O), and at most 50 ms whatever happens. dlopen too (dl_guard_dlopen): a fork
+ * in the middle of the uploader's dlopen gave children whose link map held a library
+ * half relocated, which crashed when the child loaded it again (seen: 1 fork storm
+ * child in 2000 died in dwfl_begin, jumping to an unrelocated GOT slot). The libraries
+ * are in the page cache after the first load, so the wait is the loader's memory work
+ * (~1 ms); past 50 ms the fork goes ahead as it did before.
  * The lock lives on the fork-local page when there is one (agent/fork_local.h): the
  * parent's unlock after fork copies no page.
  * Context: normal context only; never a signal handler.
@@ -26,6 +29,9 @@ void dl_guard_place(pthread_mutex_t *mem);
 /* Whether the profiler may unload its libraries: only where the guard works (glibc
  * 2.36 and later; see dl_guard.c). */
 bool dl_guard_unload_allowed(void);
+
+/* dlopen under the guard: for every library the profiler loads. */
+void *dl_guard_dlopen(const char *file, int mode);
 
 /* Around every dlclose of the profiler's own libraries. */
 void dl_guard_lock(void);

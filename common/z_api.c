@@ -17,7 +17,7 @@ static void *handle;
 
 static bool load(void)
 {
-	void *h = dlopen(Z_API_SONAME, RTLD_NOW | RTLD_LOCAL);
+	void *h = dl_guard_dlopen(Z_API_SONAME, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		log_warn("cannot load %s (%s): profiles cannot be compressed", Z_API_SONAME,
 			 dlerror());

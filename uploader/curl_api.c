@@ -78,7 +78,7 @@ static int load(void)
 {
 	void *lib = NULL;
 	for (size_t i = 0; !lib && i < sizeof(curl_sonames) / sizeof(curl_sonames[0]); i++)
-		lib = dlopen(curl_sonames[i], RTLD_NOW | RTLD_LOCAL);
+		lib = dl_guard_dlopen(curl_sonames[i], RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
 		log_warn("cannot load libcurl (%s): profiles are not uploaded over HTTP; "
 			 "install libcurl4",
