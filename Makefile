@@ -143,13 +143,14 @@ unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
-TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules test_thread_start
+TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules test_thread_start \
+	test_threads
 TSAN_CORE := common/log.c common/process_start.c agent/region.c agent/stack_trie.c agent/profile.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table.c \
 	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c agent/elf_image.c \
 	agent/sampler.c agent/stack_bounds.c agent/stack_ranges.c agent/hijack.c \
-	agent/unwind_dwarf.c agent/thread_start.c
+	agent/unwind_dwarf.c agent/thread_start.c agent/threads.c common/hashmap.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
 	@set -e; for t in $(TSAN_TESTS); do \

@@ -37,10 +37,10 @@ struct thread_state {
 	bool sampled;	      /* a sample was recorded in this thread */
 	bool exact;	      /* armed its own timer: its end is accounted (sampler_thread_end) */
 	bool ended;	      /* its end was accounted: a late signal records nothing */
+	bool first_seen;      /* exact: its timer's first expiry came */
 	uint32_t last_n;      /* frames of its last sample, still in pcs */
-	uint64_t first_ns;    /* weight of the first expiry, still to come: its offset; 0 = none */
-	uint64_t recorded_ns; /* weights recorded for this thread since it armed its timer */
-	uint64_t armed_ns;    /* CLOCK_MONOTONIC when it armed its timer */
+	uint64_t recorded_ns; /* weights recorded for this thread (exact: its CPU up to then) */
+	uint64_t armed_ns;    /* CLOCK_MONOTONIC when it registered for its timer */
 	uintptr_t stack_lo;   /* 0 = unknown */
 	uintptr_t stack_hi;   /* 0 = unknown */
 	/* The handler's pc buffer lives here, not on the interrupted stack: 2 KiB more on
@@ -81,8 +81,8 @@ FORK_CHILD_PATH static void tls_reset(struct thread_state *ts, uint32_t g)
 	ts->sampled = false;
 	ts->exact = false;
 	ts->ended = false;
+	ts->first_seen = false;
 	ts->last_n = 0;
-	ts->first_ns = 0;
 	ts->recorded_ns = 0;
 	ts->armed_ns = 0;
 	ts->gen = g;
@@ -135,11 +135,21 @@ FORK_CHILD_PATH pid_t sampler_gettid_uncached(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
+/* The calling thread's CPU clock: a system call, the vDSO does not serve CPU clocks. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
 /* async-signal-safe */
 static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 {
 	int saved_errno = errno;
-	if (si->si_code != SI_TIMER || si->si_value.sival_int != SAMPLER_COOKIE) {
+	uint64_t value = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	if (si->si_code != SI_TIMER || (uint32_t)value != SAMPLER_COOKIE) {
 		/* Not one of our timers (kill, another library's timer): we only chose a
 		 * signal nobody handled, so there is no handler to forward to. */
 		atomic_fetch_add_explicit(&foreign_signals, 1, memory_order_relaxed);
@@ -154,12 +164,16 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 		return;
 	}
 	/* si_overrun: expiries the kernel merged into this one signal. The first expiry
-	 * of a thread that armed its own timer weighs its random offset, the CPU it
-	 * really stands for; the CPU after the last one is added at the thread's end. */
+	 * of an exact thread (sampler_thread_armed) weighs where it falls on the thread's
+	 * CPU clock, which the timer's value carries (sampler_timer_value): all the CPU
+	 * before it, the part before the timer was armed included (a thread armed late
+	 * by threads_service). Not the clock read here: the kernel checks CPU timers at
+	 * its tick, so that would count the lag to the tick twice. The CPU after the last
+	 * expiry is added at the thread's end. */
 	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
-	if (ts->first_ns) {
-		weight = weight - sampler_period + ts->first_ns;
-		ts->first_ns = 0;
+	if (ts->exact && !ts->first_seen) {
+		weight = weight - sampler_period + (value >> 32) * 1000;
+		ts->first_seen = true;
 	}
 	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || ts->internal) {
 		errno = saved_errno;
@@ -305,9 +319,10 @@ FORK_CHILD_PATH bool sampler_thread_has_end_account(void)
 	return atomic_load_explicit(&exact_armed, memory_order_relaxed) && tls_current()->exact;
 }
 
-/* Normal context, in the thread itself, before it arms its timer. Samples and weights
- * it recorded before (a timer the start-up scan armed) stay counted. */
-FORK_CHILD_PATH void sampler_thread_armed(uint64_t first_ns, bool exact)
+/* Normal context, in the thread itself, before its timer is armed (by itself, or later
+ * by the uploader thread: the registry's lock orders these writes before that). Samples
+ * and weights it recorded before (a timer the start-up scan armed) stay counted. */
+FORK_CHILD_PATH void sampler_thread_armed(bool exact)
 {
 	/* Not exact (the main thread at start-up, a fork child): the state is already what
 	 * it should be (zero TLS, or reset by tls_current at its next use), and a fork
@@ -318,20 +333,12 @@ FORK_CHILD_PATH void sampler_thread_armed(uint64_t first_ns, bool exact)
 		atomic_store_explicit(&exact_armed, true, memory_order_relaxed);
 	struct thread_state *ts = tls_current();
 	ts->armed_ns = clock_now_ns(CLOCK_MONOTONIC);
-	ts->first_ns = first_ns;
 	ts->exact = true;
 	ts->ended = false;
+	ts->first_seen = false;
 	/* Pairs with the handler, which runs on this thread only once the timer armed
 	 * after this call fires: the fields above are written before it can. */
 	atomic_signal_fence(memory_order_seq_cst);
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec t;
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
-		return 0;
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
 /* splitmix64: a coin per thread end, seeded by when and which thread. */

@@ -18,8 +18,18 @@
 #include "agent/profile.h"
 #include "agent/unwind.h"
 
-/* Put in sigev_value of our timers so the handler tells them from other senders. */
-#define SAMPLER_COOKIE 0x0dd9f0f
+/* Put in the low 32 bits of our timers' sigev_value, so the handler tells them from
+ * other senders. The high 32 bits carry where the timer's first expiry falls on its
+ * thread's CPU clock, in microseconds (the weight of an exact thread's first sample:
+ * sampler_thread_armed): sampler_timer_value(first_ns). */
+#define SAMPLER_COOKIE 0x0dd9f0fU
+static inline void *sampler_timer_value(uint64_t first_ns)
+{
+	uint64_t us = first_ns / 1000;
+	if (us > UINT32_MAX)
+		us = UINT32_MAX; /* 71 minutes of CPU before arming: the end adds the rest */
+	return (void *)(uintptr_t)((us << 32) | SAMPLER_COOKIE);
+}
 
 /*
  * Chooses the signal (requested_signo if non-zero and free, else SIGPROF if free, else
@@ -49,9 +59,9 @@ bool sampler_thread_sampled(void);
 bool sampler_thread_has_end_account(void);
 
 /*
- * Exact CPU at a thread's end. A thread that arms its own timer calls
- * sampler_thread_armed(first expiry's offset, ...) just before; its
- * first sample then weighs that offset instead of a period, and at its end, its timer
+ * Exact CPU at a thread's end. A thread calls sampler_thread_armed(exact) before its
+ * timer is armed (by itself or by the uploader thread); its first sample then weighs
+ * its CPU clock (all it used so far) instead of a period, and at its end, its timer
  * deleted, sampler_thread_end adds what no sample covered:
  *  - a sampled thread: its CPU clock minus the weights recorded, on its last stack
  *    (counted as 0 samples);
@@ -71,7 +81,7 @@ struct sampler_thread_root {
  * trampoline). Otherwise (the main thread, a fork child) its samples keep whole-period
  * weights, unbiased without an end account: an unsampled thread would count 0 while a
  * sampled one counted in full, which biases short ones low (C^2/P instead of C). */
-void sampler_thread_armed(uint64_t first_ns, bool exact);
+void sampler_thread_armed(bool exact);
 void sampler_thread_end(const struct sampler_thread_root *root);
 
 /* In the calling thread: marks it as a profiler thread; its samples are ignored. */

@@ -15,12 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/fork_local.h"
 #include "agent/sampler.h"
 #include "agent/stack_bounds.h"
+#include "common/clock.h"
 #include "common/hashmap.h"
 #include "common/log.h"
 
@@ -39,7 +41,10 @@ struct thread_entry {
 	pid_t tid;
 	timer_t timer;
 	bool has_timer;
+	bool pending; /* live, its timer not armed yet: threads_service will (deferred) */
+	bool arming;  /* threads_service is arming it, registry lock released */
 	enum thread_status status;
+	uint64_t start_ns; /* pending: CLOCK_MONOTONIC when it registered */
 	char name[THREAD_NAME_MAX];
 };
 
@@ -59,6 +64,35 @@ static _Atomic uint64_t timer_failures;
  * after its set-up. Release/acquire pairs the scan's end with threads_start_self. */
 static _Atomic bool scan_done;
 FORK_CHILD_DATA static uint64_t rng_state; /* guarded by registry_lock */
+
+/*
+ * Deferred arming. A timer costs its thread three system calls (create, set, delete:
+ * 6 us on our VMs, a fifth of what creating and joining a thread costs there), and most
+ * threads of a process that churns them end before their first expiry. So while the
+ * uploader thread runs the service (threads_defer_arming), a new thread only registers
+ * (pending), and threads_service arms the timers of threads still alive
+ * THREADS_ARM_DELAY_NS after they registered. A thread that ends before has its CPU
+ * credited by its end account like any thread that ended unsampled (sampler.h), and the
+ * first sample of one armed late weighs all its CPU so far: no CPU is lost either way.
+ *
+ * Waking the service: it publishes when it will next run (service_wake_ns; 0 while it
+ * is awake) and the generation of registrations it has seen. A registering thread bumps
+ * register_gen, then reads service_wake_ns; the service stores service_wake_ns, then
+ * reads register_gen (threads_service_sleep). seq_cst on all four: either the service
+ * sees the registration and does not sleep, or the thread sees a sleep too long for it
+ * and kicks the service (one system call; only when no other thread is pending, else
+ * the service already wakes for that one).
+ */
+FORK_CHILD_DATA static _Atomic bool defer_on;
+/* How long the service keeps looking after the last registration it saw: a thread
+ * registering meanwhile needs no kick (it is armed at most this much later). Threads
+ * created one after another, each gone before the service runs, cost it a wake-up
+ * every SERVICE_LINGER_NS, not one kick each. */
+#define SERVICE_LINGER_NS (4 * THREADS_ARM_DELAY_NS)
+static void (*defer_kick)(void);
+static _Atomic uint64_t service_wake_ns;
+static _Atomic uint64_t register_gen;
+static uint64_t service_gen_seen; /* the service's thread only */
 /* A fork child's tid, from threads_atfork_child to threads_atfork_child_arm. */
 FORK_CHILD_DATA static pid_t child_tid;
 
@@ -163,37 +197,66 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 	return e;
 }
 
-/* Registry lock held. Creates and arms the timer of e->tid. self: e is the calling
- * thread (exact: see sampler_thread_armed). */
-FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self, bool exact)
+/* Creates the timer of tid and arms it, first expiry after first ns of its CPU: from
+ * now (after_now: tid is another thread, which may have used CPU already and may end
+ * meanwhile; one system call more), or from 0 (the calling thread, which just
+ * started). No registry state: the caller may or may not hold the lock. 0 or a
+ * negative errno; after_now: -ESRCH when tid is no thread of ours any more (not a
+ * failure: it ended). */
+FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, timer_t *out)
 {
+	int flags = 0;
+	if (after_now) {
+		struct timespec cpu;
+		if (clock_gettime(THREAD_CPU_CLOCK(tid), &cpu) != 0)
+			return -ESRCH; /* EINVAL: no such thread */
+		first += (uint64_t)cpu.tv_sec * 1000000000ULL + (uint64_t)cpu.tv_nsec;
+		flags = TIMER_ABSTIME; /* on its CPU clock: exact whatever it runs meanwhile */
+	}
 	struct sigevent sev;
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_THREAD_ID;
 	sev.sigev_signo = timer_signo;
-	sev.sigev_value.sival_int = SAMPLER_COOKIE;
-	sev._sigev_un._tid = e->tid;
-	if (timer_create(THREAD_CPU_CLOCK(e->tid), &sev, &e->timer) != 0) {
+	sev.sigev_value.sival_ptr = sampler_timer_value(first);
+	sev._sigev_un._tid = tid;
+	if (timer_create(THREAD_CPU_CLOCK(tid), &sev, out) != 0) {
 		int err = errno;
+		if (after_now && err == EINVAL)
+			return -ESRCH; /* it ended since the clock read */
 		atomic_fetch_add_explicit(&timer_failures, 1, memory_order_relaxed);
 		return -err;
 	}
 	struct itimerspec its;
-	uint64_t first = 1 + rng_next() % timer_period_ns; /* (0, period] */
-	if (self)
-		sampler_thread_armed(first, exact);
 	its.it_value.tv_sec = (time_t)(first / 1000000000ULL);
 	its.it_value.tv_nsec = (long)(first % 1000000000ULL);
 	its.it_interval.tv_sec = (time_t)(timer_period_ns / 1000000000ULL);
 	its.it_interval.tv_nsec = (long)(timer_period_ns % 1000000000ULL);
-	if (timer_settime(e->timer, 0, &its, NULL) != 0) {
+	if (timer_settime(*out, flags, &its, NULL) != 0) {
 		int err = errno;
-		timer_delete(e->timer);
+		timer_delete(*out);
+		if (after_now && err == ESRCH)
+			return -ESRCH; /* it ended since timer_create */
 		atomic_fetch_add_explicit(&timer_failures, 1, memory_order_relaxed);
 		return -err;
 	}
-	e->has_timer = true;
 	return 0;
+}
+
+/* Registry lock held. The first expiry: random in (0, period]. */
+FORK_CHILD_PATH static uint64_t first_expiry(void)
+{
+	return 1 + rng_next() % timer_period_ns;
+}
+
+/* Registry lock held. Creates and arms the timer of e->tid. self: e is the calling
+ * thread (exact: see sampler_thread_armed). */
+FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self, bool exact)
+{
+	if (self)
+		sampler_thread_armed(exact);
+	int rc = arm_timer(e->tid, first_expiry(), false, &e->timer);
+	e->has_timer = rc == 0;
+	return rc;
 }
 
 static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
@@ -214,20 +277,29 @@ static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
 	return true;
 }
 
+/* Registry lock held. A thread registering itself under a tid the registry still holds
+ * as live: the tid was reused after a thread ended without telling us (one we did not
+ * create, before the next reap). Its timer followed the dead task; this one gets its
+ * own. */
+FORK_CHILD_PATH static void forget_stale_locked(pid_t tid)
+{
+	struct thread_entry *stale = find_live(tid);
+	if (!stale)
+		return;
+	if (stale->has_timer)
+		timer_delete(stale->timer);
+	stale->has_timer = false;
+	stale->pending = false;
+	stale->arming = false; /* threads_service finds it ended and deletes its timer */
+	stale->status = THREAD_ENDED;
+}
+
 FORK_CHILD_PATH static int start_tid(pid_t tid, bool self, bool exact)
 {
 	int rc = 0;
 	pthread_mutex_lock(registry_lock);
-	struct thread_entry *stale = self ? find_live(tid) : NULL;
-	if (stale) {
-		/* A thread registering itself under a tid the registry still holds as live:
-		 * the tid was reused after a thread we did not create ended (before the
-		 * next reap). Its timer followed the dead task; give this one its own. */
-		if (stale->has_timer)
-			timer_delete(stale->timer);
-		stale->has_timer = false;
-		stale->status = THREAD_ENDED;
-	}
+	if (self)
+		forget_stale_locked(tid);
 	if (!find_live(tid)) {
 		struct thread_entry *e = add_locked(tid);
 		rc = e ? arm_locked(e, self, exact) : -ENOMEM;
@@ -242,6 +314,31 @@ FORK_CHILD_PATH static int start_tid(pid_t tid, bool self, bool exact)
 	return rc;
 }
 
+/* The calling thread (exact) registers for threads_service to arm its timer. */
+static int register_pending(pid_t tid)
+{
+	uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+	pthread_mutex_lock(registry_lock);
+	forget_stale_locked(tid);
+	struct thread_entry *e = add_locked(tid);
+	bool kick = false;
+	if (e) {
+		e->pending = true;
+		e->start_ns = now;
+		sampler_thread_armed(true);
+		/* seq_cst, both: pairs with threads_service_sleep's store of
+		 * service_wake_ns then load of register_gen (see defer_on). Under the lock:
+		 * a service that reads this generation under it also sees e. */
+		atomic_fetch_add_explicit(&register_gen, 1, memory_order_seq_cst);
+		kick = atomic_load_explicit(&service_wake_ns, memory_order_seq_cst) >
+		       now + THREADS_ARM_DELAY_NS + SERVICE_LINGER_NS;
+	}
+	pthread_mutex_unlock(registry_lock);
+	if (kick && defer_kick)
+		defer_kick(); /* outside the registry lock: it takes the uploader's */
+	return e ? 0 : -ENOMEM;
+}
+
 int threads_start_self(bool is_main, size_t stack_size)
 {
 	pid_t tid = sampler_gettid();
@@ -249,7 +346,10 @@ int threads_start_self(bool is_main, size_t stack_size)
 	stack_bounds_self(is_main, stack_size, &r);
 	sampler_thread_setup(tid, r.lo, r.hi,
 			     !atomic_load_explicit(&scan_done, memory_order_acquire));
-	int rc = start_tid(tid, true, !is_main);
+	/* Acquire pairs with the release in threads_defer_arming: defer_kick is set. */
+	int rc = !is_main && atomic_load_explicit(&defer_on, memory_order_acquire)
+		     ? register_pending(tid)
+		     : start_tid(tid, true, !is_main);
 	if (rc < 0)
 		log_debug("cannot arm the CPU timer of thread %d: %s", (int)tid, strerror(-rc));
 	return rc;
@@ -282,6 +382,10 @@ FORK_CHILD_PATH void threads_exit_self(const struct sampler_thread_root *root)
 		if (e->has_timer)
 			timer_delete(e->timer);
 		e->has_timer = false;
+		/* Pending: it never had a timer (the cheap end of a short thread). Being
+		 * armed: threads_service finds it gone and deletes the new timer. */
+		e->pending = false;
+		e->arming = false;
 		/* The CPU no sample covered (its timer is gone: no handler runs any more). */
 		sampler_thread_end(root);
 		/* Last chance to learn the name: /proc forgets it with the thread. Only a
@@ -357,6 +461,112 @@ void threads_reap(void)
 	pthread_mutex_unlock(registry_lock);
 }
 
+/* Most threads threads_service arms per call: it releases the registry's lock while it
+ * makes their system calls, so thread starts and ends never wait for a long batch. */
+#define SERVICE_BATCH 32
+
+uint64_t threads_service(uint64_t now)
+{
+	struct {
+		pid_t tid;
+		uint64_t first;
+		timer_t timer;
+		int rc;
+	} due[SERVICE_BATCH];
+	size_t n = 0;
+	uint64_t oldest = UINT64_MAX;
+	pthread_mutex_lock(registry_lock);
+	/* Under the lock: every registration this generation counts is in entries. */
+	uint64_t gen = atomic_load_explicit(&register_gen, memory_order_relaxed);
+	bool registrations = gen != service_gen_seen;
+	service_gen_seen = gen;
+	for (size_t i = 0; i < n_entries; i++) {
+		struct thread_entry *e = &entries[i];
+		if (e->status != THREAD_LIVE || !e->pending || e->arming)
+			continue;
+		if (e->start_ns + THREADS_ARM_DELAY_NS > now || n == SERVICE_BATCH) {
+			oldest = e->start_ns < oldest ? e->start_ns : oldest;
+			continue;
+		}
+		e->arming = true;
+		due[n].tid = e->tid;
+		due[n].first = first_expiry();
+		n++;
+	}
+	pthread_mutex_unlock(registry_lock);
+	for (size_t i = 0; i < n; i++)
+		due[i].rc = arm_timer(due[i].tid, due[i].first, true, &due[i].timer);
+	/* Nothing pending but threads came since the last call: a process creating
+	 * short threads one after another (most end before the service runs). Another
+	 * look a little later, so that the next ones need no kick. */
+	uint64_t idle = registrations ? now + SERVICE_LINGER_NS : UINT64_MAX;
+	if (n == 0)
+		return oldest == UINT64_MAX ? idle : oldest + THREADS_ARM_DELAY_NS;
+	pthread_mutex_lock(registry_lock);
+	for (size_t i = 0; i < n; i++) {
+		/* By tid: entries move when others are removed. Gone (it ended meanwhile,
+		 * or its tid is another thread's now): the new timer is ours to delete. */
+		struct thread_entry *e = find_live(due[i].tid);
+		bool ours = e && e->pending && e->arming;
+		if (ours) {
+			e->pending = false;
+			e->arming = false;
+		}
+		if (ours && due[i].rc == 0) {
+			e->timer = due[i].timer;
+			e->has_timer = true;
+		} else if (due[i].rc == 0) {
+			timer_delete(due[i].timer);
+		} else if (ours && due[i].rc == -ESRCH) {
+			/* Its entry says it lives, the kernel that it ended: it left without
+			 * threads_exit_self (a raw exit system call), or is leaving now.
+			 * Forgotten once the kernel has no such task, else tried again. */
+			if (syscall(SYS_tgkill, getpid(), e->tid, 0) != 0 && errno == ESRCH) {
+				e->status = THREAD_ENDED;
+			} else {
+				e->pending = true;
+				e->start_ns = now;
+				oldest = now < oldest ? now : oldest;
+			}
+		}
+		/* Any other error is counted (timer_failures): the thread goes unsampled,
+		 * its end still credits its CPU. */
+	}
+	pthread_mutex_unlock(registry_lock);
+	if (n == SERVICE_BATCH)
+		return now; /* maybe more due than one batch: again at once */
+	return oldest == UINT64_MAX ? idle : oldest + THREADS_ARM_DELAY_NS;
+}
+
+bool threads_service_sleep(uint64_t wake_ns)
+{
+	/* seq_cst, both: pairs with register_pending (see defer_on). */
+	atomic_store_explicit(&service_wake_ns, wake_ns, memory_order_seq_cst);
+	return atomic_load_explicit(&register_gen, memory_order_seq_cst) == service_gen_seen;
+}
+
+void threads_service_awake(void)
+{
+	/* Relaxed: the service runs before it sleeps again; a thread that reads the old
+	 * time kicks once more than needed. */
+	atomic_store_explicit(&service_wake_ns, 0, memory_order_relaxed);
+}
+
+bool threads_service_wanted(void)
+{
+	return atomic_load_explicit(&register_gen, memory_order_relaxed) != service_gen_seen;
+}
+
+void threads_defer_arming(void (*kick)(void))
+{
+	/* Written only while defer_on is false, or with the value it has: a thread that
+	 * read defer_on true may be calling it. */
+	if (kick && defer_kick != kick)
+		defer_kick = kick;
+	/* Release pairs with the acquire in threads_start_self: defer_kick is set. */
+	atomic_store_explicit(&defer_on, kick != NULL, memory_order_release);
+}
+
 void threads_refresh_names(void)
 {
 	pthread_mutex_lock(registry_lock);
@@ -422,6 +632,9 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	entries = child_entries;
 	cap_entries = CHILD_ENTRIES;
 	n_entries = 0;
+	/* Its threads arm their own timers until its own uploader thread runs the
+	 * service (the parent's does not serve this process). */
+	atomic_store_explicit(&defer_on, false, memory_order_relaxed);
 	live_index_stale = true;
 	live_index_broken = false;
 	if (!fork_local_owns(registry_lock)) /* else found zero-filled: unlocked */

@@ -4,7 +4,8 @@
  * Owns: one POSIX timer per sampled thread, on that thread's CPU clock, delivering the
  * sampling signal to that thread (SIGEV_THREAD_ID); the thread's name for labels.
  *  - threads_start_self: a thread arms its own timer (our pthread_create wrapper, the
- *    main thread); threads_start_tid: arm a thread that existed before we loaded.
+ *    main thread), or registers for the deferred arming below;
+ *    threads_scan_existing: arm the threads that existed before we loaded.
  *  - The first expiry is random in (0, period] so threads shorter than a period are
  *    sampled in proportion to their CPU time instead of never.
  *  - threads_exit_self deletes the timer at thread exit, adds the CPU no sample covered
@@ -51,6 +52,30 @@ void threads_reap(void);
 /* Uploader, before serializing: re-reads the names of live threads (threads rename
  * themselves after they start). */
 void threads_refresh_names(void);
+
+/*
+ * Deferred arming, served by one thread (the uploader's): from threads_defer_arming on,
+ * a new thread's timer is armed by threads_service once the thread has lived
+ * THREADS_ARM_DELAY_NS, so the many threads of a churning process that end sooner cost
+ * no timer system call at all (their CPU is still credited in full at their end:
+ * sampler.h). A registration that finds the service asleep for longer than twice the
+ * delay calls kick (from the new thread, no lock of ours held), which must make the
+ * service run soon.
+ *  - threads_defer_arming(kick): enable (NULL: disable; threads arm their own again).
+ *  - threads_service(now): arms the due threads; returns when it next has work
+ *    (CLOCK_MONOTONIC; UINT64_MAX: none until a registration).
+ *  - threads_service_sleep(wake): before sleeping until wake; false: a registration
+ *    came after the last threads_service, run it instead of sleeping.
+ *  - threads_service_awake(): after waking.
+ *  - threads_service_wanted(): a registration came after the last threads_service.
+ * A fork child's threads arm their own timers until its own service is enabled.
+ */
+#define THREADS_ARM_DELAY_NS 1000000ULL
+void threads_defer_arming(void (*kick)(void));
+uint64_t threads_service(uint64_t now);
+bool threads_service_sleep(uint64_t wake_ns);
+void threads_service_awake(void);
+bool threads_service_wanted(void);
 
 /* Name of tid (live or ended since the last reap) into out; false if unknown. */
 bool threads_name(pid_t tid, char out[THREAD_NAME_MAX]);

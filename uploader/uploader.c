@@ -39,8 +39,8 @@
 #include "uploader/exporter.h"
 #include "uploader/http_send.h"
 #include "uploader/pprof.h"
+#include "uploader/upload_stats.h"
 
-#define MAX_EXPORTERS 4 /* file, Datadog agent, agentless, Pyroscope */
 #define UPLOADER_THREAD_NAME "ddprof-upload"
 /* HTTP retries stop this fraction of a period before the next swap, so a failing
  * intake never delays it (1/20: 3 s of a 60 s period, 50 ms of a 1 s one). */
@@ -66,6 +66,7 @@ struct control {
 	uint64_t flush_requested; /* generation counters */
 	uint64_t flush_completed;
 	bool modules_kick; /* modules_service has work (agent/modules.h) */
+	bool threads_kick; /* threads_service has work (agent/threads.h) */
 };
 
 /* What one uploader thread owns (on its stack). */
@@ -114,17 +115,16 @@ FORK_CHILD_DATA static bool uploader_wanted;
 FORK_CHILD_DATA static _Atomic bool spawn_pending;
 FORK_CHILD_DATA static pid_t spawn_pending_pid;
 
-FORK_CHILD_DATA static _Atomic uint64_t st_exported, st_export_failures, st_serialize_failures,
-    st_samples, st_dropped, st_bytes, st_serialize_ns, st_uploads_ok, st_uploads_failed,
-    st_uploads_dropped, st_bytes_sent;
-
-static void count(_Atomic uint64_t *c, uint64_t n)
-{
-	/* Relaxed: independent counters, read only for diagnostics. */
-	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
-}
-
 static void start_deferred(bool quiet);
+
+/* threads.h's kick: a thread registered for its timer while this thread sleeps long. */
+static void threads_wake(void)
+{
+	pthread_mutex_lock(ctl.lock);
+	ctl.threads_kick = true;
+	pthread_cond_broadcast(&ctl.cond);
+	pthread_mutex_unlock(ctl.lock);
+}
 
 bool uploader_modules_wake(void)
 {
@@ -187,6 +187,7 @@ FORK_CHILD_PATH static void control_init(void)
 	ctl.final_counted = ctl.abandoned = ctl.cycling = false;
 	ctl.flush_requested = ctl.flush_completed = 0;
 	ctl.modules_kick = false;
+	ctl.threads_kick = false;
 }
 
 static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 16])
@@ -226,41 +227,11 @@ static void register_atexit_after_curl(void)
 		log_debug("atexit failed; the exit flush runs from the destructor");
 }
 
-/* Outcomes of one profile's deliveries, counted once they are all known. */
-struct outcomes {
-	size_t n, delivered;
-	bool ok[MAX_EXPORTERS];
-	unsigned failed_attempts[MAX_EXPORTERS];
-	uint64_t bytes_sent[MAX_EXPORTERS];
-};
-
-static void outcome(struct outcomes *o, bool ok, unsigned failed_attempts, uint64_t bytes_sent)
-{
-	if (o->n >= MAX_EXPORTERS)
-		return;
-	o->ok[o->n] = ok;
-	o->failed_attempts[o->n] = failed_attempts;
-	o->bytes_sent[o->n] = bytes_sent;
-	o->delivered += ok;
-	o->n++;
-}
-
-static void tally(const struct outcomes *o)
-{
-	for (size_t i = 0; i < o->n; i++) {
-		count(o->ok[i] ? &st_uploads_ok : &st_uploads_dropped, 1);
-		if (!o->ok[i])
-			count(&st_export_failures, 1);
-		count(&st_uploads_failed, o->failed_attempts[i]);
-		count(&st_bytes_sent, o->bytes_sent[i]);
-	}
-}
-
 /* Synchronous exporters (file). */
 static void send_sync(struct exporter *e, const struct export_item *item, struct outcomes *o)
 {
 	int rc = e->send(e, item);
-	outcome(o, rc == 0, rc == 0 ? 0 : 1, 0);
+	outcome_add(o, rc == 0, rc == 0 ? 0 : 1, 0);
 	if (rc < 0 &&
 	    ratelimit_allow(&e->warn, HTTP_FAIL_SETUP, clock_now_ns(CLOCK_MONOTONIC), NULL))
 		log_warn("%s: cannot export the profile: %s", e->label, strerror(-rc));
@@ -281,7 +252,7 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 		}
 		if (final && e->unresponsive) {
 			/* The exit never waits on an intake known not to answer. */
-			outcome(o, false, 0, 0);
+			outcome_add(o, false, 0, 0);
 			log_debug("%s: did not answer its last request in time; not waiting for "
 				  "it at exit: final profile dropped",
 				  e->label);
@@ -292,7 +263,7 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 		http_exporters[njobs] = e;
 		int rc = e->prepare(e, item, &ctx->bodies[i], &j->req);
 		if (rc < 0) {
-			outcome(o, false, 0, 0);
+			outcome_add(o, false, 0, 0);
 			log_warn("%s: cannot build the request: %s", e->label, strerror(-rc));
 			continue;
 		}
@@ -310,7 +281,7 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 	}
 	if (!ctx->http) {
 		for (size_t i = 0; i < njobs; i++)
-			outcome(o, false, 0, 0); /* libcurl missing: warned once by curl_api */
+			outcome_add(o, false, 0, 0); /* libcurl missing: warned once by curl_api */
 		return;
 	}
 	uint64_t start = clock_now_ns(CLOCK_MONOTONIC);
@@ -319,7 +290,7 @@ static void export_all(struct upload_ctx *ctx, const struct export_item *item, b
 	atomic_store_explicit(&sends_in_flight, true, memory_order_relaxed);
 	http_send_all(ctx->http, jobs, njobs, deadline, &exit_abort_ns, final);
 	for (size_t i = 0; i < njobs; i++) {
-		outcome(o, jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
+		outcome_add(o, jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
 		http_exporters[i]->in_flight_since_ns = 0;
 		http_exporters[i]->unresponsive =
 		    jobs[i].rc != 0 && jobs[i].fail == HTTP_FAIL_TIMEOUT;
@@ -336,20 +307,6 @@ static bool claim_final_count(void)
 	ctl.final_counted = true;
 	pthread_mutex_unlock(ctl.lock);
 	return mine;
-}
-
-static void log_diagnostics(void)
-{
-	struct uploader_stats s;
-	if (log_get_level() < LOG_LEVEL_DEBUG)
-		return;
-	uploader_get_stats(&s);
-	log_debug("diagnostics: samples=%llu dropped_samples=%llu profiles_exported=%llu "
-		  "uploads_ok=%llu uploads_failed=%llu uploads_dropped=%llu bytes_sent=%llu",
-		  (unsigned long long)s.samples, (unsigned long long)s.dropped_samples,
-		  (unsigned long long)s.profiles_exported, (unsigned long long)s.uploads_ok,
-		  (unsigned long long)s.uploads_failed, (unsigned long long)s.uploads_dropped,
-		  (unsigned long long)s.bytes_sent);
 }
 
 /* Uploader thread: one swap, serialize, export. */
@@ -377,7 +334,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		 * (most children of a fork storm) never pays for it. */
 		ctx->sym = symbolizer_new();
 		if (!ctx->sym)
-			count(&st_serialize_failures, 1);
+			upload_count(&upload_counters.serialize_failures, 1);
 		live_sym = ctx->sym; /* read by the fork child handler only */
 	}
 	if (has_data && ctx->sym) {
@@ -414,12 +371,13 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 			symbolizer_release_dwarf(ctx->sym);
 			z_api_unload();
 		}
-		atomic_store_explicit(&st_serialize_ns, clock_now_ns(CLOCK_MONOTONIC) - t0,
-				      memory_order_relaxed);
-		count(&st_samples, samples);
-		count(&st_dropped, atomic_load_explicit(&p->dropped_samples, memory_order_relaxed));
+		atomic_store_explicit(&upload_counters.serialize_ns,
+				      clock_now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
+		upload_count(&upload_counters.samples, samples);
+		upload_count(&upload_counters.dropped,
+			     atomic_load_explicit(&p->dropped_samples, memory_order_relaxed));
 		if (rc < 0) {
-			count(&st_serialize_failures, 1);
+			upload_count(&upload_counters.serialize_failures, 1);
 			log_warn("cannot serialize the profile: %s", strerror(-rc));
 		} else {
 			struct export_item item = {ctx->gz.data, ctx->gz.len,  meta.start_ns,  now,
@@ -428,10 +386,10 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 			export_all(ctx, &item, final, deadline, &o);
 			/* At exit, uploader_stop may have given up and counted it already. */
 			if (!final || claim_final_count()) {
-				tally(&o);
+				outcomes_tally(&o);
 				if (o.delivered == n_exporters && n_exporters > 0) {
-					count(&st_exported, 1);
-					count(&st_bytes, ctx->gz.len);
+					upload_count(&upload_counters.exported, 1);
+					upload_count(&upload_counters.bytes, ctx->gz.len);
 				}
 			}
 			log_debug("profile %llu: %llu samples, %zu stacks, %zu locations, "
@@ -444,7 +402,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 	/* After serialization: names of threads that ended this period were still
 	 * needed above. */
 	threads_reap();
-	log_diagnostics();
+	upload_stats_log();
 }
 
 /* When this period's exports must be over: a margin before the next swap. */
@@ -454,22 +412,35 @@ static uint64_t period_deadline(uint64_t next, uint64_t period)
 	return next - period / PERIOD_MARGIN_DIVISOR;
 }
 
-/* Uploader thread: when modules_service next has work (CLOCK_MONOTONIC). */
+/* Uploader thread: when modules_service and threads_service next have work
+ * (CLOCK_MONOTONIC). */
 static uint64_t modules_next = UINT64_MAX;
+static uint64_t threads_next = UINT64_MAX;
 
-/* Uploader thread, while an upload waits on the network: the module work that is due,
- * so a library loaded meanwhile gets its unwind table without waiting for the upload
- * to end. Not at exit (ctl.stop): the exit flush must not wait for it. */
-static void service_modules_while_busy(void)
+/* Uploader thread, while an upload waits on the network: the module and thread work
+ * that is due, so a library loaded meanwhile gets its unwind table and a new thread its
+ * timer without waiting for the upload to end. Not at exit (ctl.stop): the exit flush
+ * must not wait for it. */
+static void service_while_busy(void)
 {
 	pthread_mutex_lock(ctl.lock);
-	bool kicked = ctl.modules_kick && !ctl.stop;
 	bool stopping = ctl.stop;
-	if (kicked)
-		ctl.modules_kick = false;
+	bool modules = ctl.modules_kick && !stopping;
+	bool threads = ctl.threads_kick && !stopping;
+	ctl.modules_kick &= !modules;
+	ctl.threads_kick &= !threads;
 	pthread_mutex_unlock(ctl.lock);
-	if (!stopping && (kicked || clock_now_ns(CLOCK_MONOTONIC) >= modules_next))
+	if (stopping)
+		return;
+	if (modules || clock_now_ns(CLOCK_MONOTONIC) >= modules_next)
 		modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
+	if (threads || threads_service_wanted() || clock_now_ns(CLOCK_MONOTONIC) >= threads_next)
+		threads_next = threads_service(clock_now_ns(CLOCK_MONOTONIC));
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
 }
 
 static void *uploader_main(void *arg)
@@ -495,9 +466,12 @@ static void *uploader_main(void *arg)
 	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period - (age < period ? age : period);
 	/* This thread also runs the module registry's work (unwind tables of new
 	 * modules): when modules_service says it is due, or a dlopen kicks it; during an
-	 * upload's network waits too (service_modules_while_busy). */
+	 * upload's network waits too (service_while_busy). So do new threads' timers. */
 	modules_next = UINT64_MAX;
-	http_send_set_idle(service_modules_while_busy);
+	http_send_set_idle(service_while_busy);
+	/* New threads' timers are armed by this thread from now on (agent/threads.h). */
+	threads_next = UINT64_MAX;
+	threads_defer_arming(threads_wake);
 	pthread_mutex_lock(ctl.lock);
 	for (;;) {
 		while (!ctl.stop && ctl.flush_requested == ctl.flush_completed) {
@@ -511,11 +485,23 @@ static void *uploader_main(void *arg)
 				pthread_mutex_lock(ctl.lock);
 				continue;
 			}
-			struct timespec ts =
-			    clock_ns_to_timespec(next < modules_next ? next : modules_next);
+			if (ctl.threads_kick || t >= threads_next || threads_service_wanted()) {
+				ctl.threads_kick = false;
+				pthread_mutex_unlock(ctl.lock);
+				threads_next = threads_service(clock_now_ns(CLOCK_MONOTONIC));
+				pthread_mutex_lock(ctl.lock);
+				continue;
+			}
+			uint64_t wake = min_u64(next, min_u64(modules_next, threads_next));
+			if (!threads_service_sleep(wake))
+				continue; /* a thread registered meanwhile */
+			struct timespec ts = clock_ns_to_timespec(wake);
 			pthread_cond_timedwait(&ctl.cond, ctl.lock, &ts);
+			threads_service_awake();
 		}
 		bool final = ctl.stop;
+		if (final)
+			threads_defer_arming(NULL); /* threads arm their own timers again */
 		uint64_t flush_gen = ctl.flush_requested;
 		ctl.cycling = true;
 		pthread_mutex_unlock(ctl.lock);
@@ -682,8 +668,8 @@ FORK_CHILD_PATH void uploader_stop(uint64_t timeout_ns)
 		pthread_cond_broadcast(&ctl.cond);
 		if (!wait_until(now + timeout_ns, is_done, 0) && !ctl.final_counted) {
 			ctl.abandoned = true;
-			count(&st_uploads_dropped, n_exporters);
-			count(&st_export_failures, n_exporters);
+			upload_count(&upload_counters.uploads_dropped, n_exporters);
+			upload_count(&upload_counters.export_failures, n_exporters);
 			log_warn("the final profile was not exported within %llu ms "
 				 "(DD_PROFILING_EXIT_FLUSH_TIMEOUT); dropped",
 				 (unsigned long long)(timeout_ns / 1000000));
@@ -711,19 +697,7 @@ int uploader_flush(uint64_t timeout_ns)
 
 void uploader_get_stats(struct uploader_stats *out)
 {
-	/* Relaxed: each counter is read on its own; they need not agree with each other. */
-	out->profiles_exported = atomic_load_explicit(&st_exported, memory_order_relaxed);
-	out->export_failures = atomic_load_explicit(&st_export_failures, memory_order_relaxed);
-	out->serialize_failures =
-	    atomic_load_explicit(&st_serialize_failures, memory_order_relaxed);
-	out->samples = atomic_load_explicit(&st_samples, memory_order_relaxed);
-	out->dropped_samples = atomic_load_explicit(&st_dropped, memory_order_relaxed);
-	out->bytes_exported = atomic_load_explicit(&st_bytes, memory_order_relaxed);
-	out->last_serialize_ns = atomic_load_explicit(&st_serialize_ns, memory_order_relaxed);
-	out->uploads_ok = atomic_load_explicit(&st_uploads_ok, memory_order_relaxed);
-	out->uploads_failed = atomic_load_explicit(&st_uploads_failed, memory_order_relaxed);
-	out->uploads_dropped = atomic_load_explicit(&st_uploads_dropped, memory_order_relaxed);
-	out->bytes_sent = atomic_load_explicit(&st_bytes_sent, memory_order_relaxed);
+	upload_stats_get(out);
 }
 
 void uploader_atfork_prepare(void)
@@ -740,11 +714,6 @@ void uploader_atfork_parent(void)
 
 FORK_CHILD_PATH void uploader_atfork_child(void)
 {
-	static _Atomic uint64_t *const counters[] = {
-	    &st_exported,	 &st_export_failures, &st_serialize_failures, &st_samples,
-	    &st_dropped,	 &st_bytes,	      &st_uploads_ok,	      &st_uploads_failed,
-	    &st_uploads_dropped, &st_bytes_sent,
-	};
 	bool was_running = uploader_wanted && !ctl.stop;
 	inherited_sym = ctl.cycling ? NULL : live_sym;
 	if (!inherited_sym)
@@ -755,8 +724,7 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	export_seq = 0;
 	profiler_cpu_accounted = 0; /* the child's thread is a new one */
 	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
-	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
-		atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+	upload_stats_reset();
 	/* A request the parent was still waiting for: the intake may be hanging, and this
 	 * child cannot know better; its exit flush will not wait for that exporter. The
 	 * warning rate limiters are kept: a fork storm warns like one process. The

@@ -11,11 +11,18 @@
  *   credited to its start routine: the total must match their CPU clocks within 2%.
  * - Registry: 2000 threads that end without a sample leave no entry behind; a sampled
  *   thread keeps its entry and name until the reap that follows the next upload.
+ * - Deferred arming (threads_service): a thread gets its timer only once it has lived
+ *   THREADS_ARM_DELAY_NS, and is still credited its CPU from its start; threads that
+ *   end sooner never make a kernel timer (/proc/self/timers); a registration kicks a
+ *   service asleep for long and no other; threads starting and ending while a service
+ *   arms them as fast as it can leave no kernel timer behind.
  * The registry's lock and the sampler's per-thread state are what these exercise; the
  * lock-free parts have their own stress suites.
  */
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -53,7 +60,14 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
-static volatile uint64_t sink;
+static __thread volatile uint64_t sink;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
 
 static void burn_until(uint64_t cpu_ns)
 {
@@ -86,6 +100,7 @@ static struct credit credited(pid_t tid, uintptr_t leaf)
 
 struct job {
 	uint64_t burn_ns, sleep_ns;
+	uint64_t live_ns; /* then spin until it has lived this long (wall time) */
 	pid_t tid;
 	uint64_t cpu_ns; /* its CPU clock just before it ended */
 	bool root;	 /* end with a root (as our pthread_create trampoline does) */
@@ -97,6 +112,7 @@ struct job {
 __attribute__((noinline)) static void *job_main(void *arg)
 {
 	struct job *j = arg;
+	uint64_t born = mono_ns();
 	threads_start_self(false, 0);
 	j->tid = sampler_gettid();
 	if (j->name)
@@ -106,6 +122,8 @@ __attribute__((noinline)) static void *job_main(void *arg)
 		nanosleep(&ts, NULL);
 	}
 	burn_until(thread_cpu_ns() + j->burn_ns);
+	while (mono_ns() < born + j->live_ns)
+		;
 	struct sampler_thread_root root = {
 	    .start_fn = (uintptr_t)job_main,
 	    .caller_pc = (uintptr_t) && here,
@@ -127,6 +145,29 @@ static void run_jobs(struct job *jobs, int n, int at_once)
 		for (int m = 0; m < k; m++)
 			pthread_join(t[m], NULL);
 	}
+}
+
+/* Kernel timers of this process that carry our cookie (CONFIG_CHECKPOINT_RESTORE's
+ * /proc/self/timers); -1 when the file is missing. */
+static int our_kernel_timers(void)
+{
+	FILE *f = fopen("/proc/self/timers", "r");
+	if (!f)
+		return -1;
+	char line[256], want[64];
+	snprintf(want, sizeof(want), "%08x\n", SAMPLER_COOKIE); /* low half of the value */
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "signal:", 7) && strstr(line, want))
+			n++;
+	fclose(f);
+	return n;
+}
+
+static atomic_int kicks;
+static void count_kick(void)
+{
+	atomic_fetch_add(&kicks, 1);
 }
 
 START_TEST(test_sampled_thread_credited_exactly)
@@ -254,16 +295,170 @@ START_TEST(test_sampled_thread_keeps_its_name_until_uploaded)
 }
 END_TEST
 
+/* A thread burns 20 ms of CPU before the service arms its timer, then 40 ms more: it
+ * must be credited all 60 (the first sample weighs the CPU clock), not the 40 after. */
+struct late_job {
+	atomic_int phase; /* 1 registered and burned, 2 armed (main), 3 ended */
+	pid_t tid;
+	uint64_t cpu_ns;
+};
+
+__attribute__((noinline)) static void *late_main(void *arg)
+{
+	struct late_job *j = arg;
+	threads_start_self(false, 0);
+	j->tid = sampler_gettid();
+	burn_until(20 * MS);
+	atomic_store(&j->phase, 1);
+	while (atomic_load(&j->phase) != 2)
+		;
+	burn_until(thread_cpu_ns() + 40 * MS);
+	struct sampler_thread_root root = {
+	    .start_fn = (uintptr_t)late_main,
+	    .caller_pc = (uintptr_t) && here,
+	    .frame = (uintptr_t)__builtin_frame_address(0),
+	};
+here:
+	j->cpu_ns = thread_cpu_ns();
+	threads_exit_self(&root);
+	return NULL;
+}
+
+START_TEST(test_deferred_thread_armed_late_is_credited_in_full)
+{
+	start_agent(10 * MS);
+	int timers0 = our_kernel_timers();
+	ck_assert_int_ge(timers0, 0);
+	threads_defer_arming(count_kick);
+	ck_assert(threads_service_sleep(UINT64_MAX)); /* asleep for long */
+	struct late_job j = {0};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, late_main, &j), 0);
+	while (atomic_load(&j.phase) != 1)
+		usleep(1000);
+	ck_assert_int_eq(atomic_load(&kicks), 1);      /* it found the service asleep */
+	ck_assert(!threads_service_sleep(UINT64_MAX)); /* and it knows why */
+	threads_service_awake();
+	ck_assert_uint_eq(threads_count(), 0); /* 20 ms of CPU, and no timer yet */
+	ck_assert_int_eq(our_kernel_timers(), timers0);
+	uint64_t now = mono_ns();
+	uint64_t next = threads_service(now);
+	ck_assert_uint_eq(threads_count(), 1);
+	ck_assert_int_eq(our_kernel_timers(), timers0 + 1);
+	/* Nothing left to arm: it looks once more a little later (it saw a registration),
+	 * then sleeps for long. */
+	ck_assert_uint_le(next, now + 10 * THREADS_ARM_DELAY_NS);
+	ck_assert_uint_eq(threads_service(now), UINT64_MAX);
+	atomic_store(&j.phase, 2);
+	pthread_join(t, NULL);
+	ck_assert_uint_eq(threads_count(), 0);
+	ck_assert_int_eq(our_kernel_timers(), timers0);
+	struct credit c = credited(j.tid, 0);
+	ck_assert_uint_ge(c.samples, 1);
+	int64_t err = (int64_t)c.cpu_ns - (int64_t)j.cpu_ns;
+	ck_assert_msg(llabs(err) < (long long)(MS * 3 / 10), "credited %.3f ms for %.3f ms of CPU",
+		      c.cpu_ns / 1e6, j.cpu_ns / 1e6);
+	threads_defer_arming(NULL);
+}
+END_TEST
+
+START_TEST(test_deferred_short_threads_make_no_timer)
+{
+	start_agent(10 * MS);
+	int timers0 = our_kernel_timers();
+	threads_defer_arming(count_kick);
+	atomic_store(&kicks, 0);
+	/* The service looked a moment ago (the linger after threads it saw): no kick. */
+	uint64_t now = mono_ns();
+	ck_assert(threads_service_sleep(now + THREADS_ARM_DELAY_NS));
+	struct job quick = {.burn_ns = 50000, .root = true};
+	for (int i = 0; i < 300; i++)
+		run_jobs(&quick, 1, 1);
+	ck_assert_int_eq(atomic_load(&kicks), 0);
+	ck_assert_int_eq(our_kernel_timers(), timers0);
+	ck_assert_uint_eq(threads_timer_failures(), 0);
+	/* Ended, and those with an end-account sample forgotten at the next reap. */
+	threads_reap();
+	ck_assert_uint_eq(threads_registered(), 0);
+	/* Registrations since its last look: it must look again, not sleep. */
+	ck_assert(!threads_service_sleep(UINT64_MAX));
+	threads_service_awake();
+	now = mono_ns();
+	uint64_t next = threads_service(now);
+	ck_assert_msg(next > now && next <= now + 10 * THREADS_ARM_DELAY_NS,
+		      "service lingers %lld ns", (long long)(next - now));
+	ck_assert(threads_service_sleep(UINT64_MAX));
+	/* Asleep for long now: the next thread kicks it. */
+	run_jobs(&quick, 1, 1);
+	ck_assert_int_eq(atomic_load(&kicks), 1);
+	threads_defer_arming(NULL);
+}
+END_TEST
+
+/* Service thread of the stress test: arms as fast as it can. */
+static atomic_bool service_stop;
+static void *service_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&service_stop))
+		threads_service(mono_ns());
+	return NULL;
+}
+
+static void *churn_main(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	for (int i = 0; i < 300; i++) {
+		/* Lifetimes around the 1 ms delay: some end pending, some while the service
+		 * makes their timer (the race this is about), some armed and sampled. */
+		struct job j = {.live_ns = THREADS_ARM_DELAY_NS - 20000 + rand_r(&seed) % 60000,
+				.burn_ns = (uint64_t)(rand_r(&seed) % 4 == 0) * 2 * MS,
+				.root = true};
+		run_jobs(&j, 1, 1);
+	}
+	return NULL;
+}
+
+START_TEST(test_deferred_arming_stress_leaves_no_timer)
+{
+	start_agent(1 * MS);
+	int timers0 = our_kernel_timers();
+	threads_defer_arming(count_kick);
+	atomic_store(&service_stop, false);
+	pthread_t svc, ch[4];
+	ck_assert_int_eq(pthread_create(&svc, NULL, service_main, NULL), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(
+		    pthread_create(&ch[i], NULL, churn_main, (void *)(uintptr_t)(i + 1)), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(ch[i], NULL);
+	atomic_store(&service_stop, true);
+	pthread_join(svc, NULL);
+	threads_defer_arming(NULL);
+	ck_assert_uint_eq(threads_count(), 0);
+	ck_assert_int_eq(our_kernel_timers(), timers0);
+	ck_assert_uint_eq(threads_timer_failures(), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 30);
+#ifndef DDPROF_TSAN
+	/* ThreadSanitizer delays signals to its own safe points (CPU credits are off by
+	 * more than these tests allow) and does not follow a fork of a threaded process:
+	 * its build runs the concurrency tests only. */
 	tcase_add_test(tc, test_sampled_thread_credited_exactly);
 	tcase_add_test(tc, test_unsampled_threads_credited_to_start_routine);
-	tcase_add_test(tc, test_registry_forgets_threads_without_samples);
 	tcase_add_test(tc, test_sampled_thread_keeps_its_name_until_uploaded);
 	tcase_add_test(tc, test_fork_child_thread_state_starts_over);
+	tcase_add_test(tc, test_deferred_thread_armed_late_is_credited_in_full);
+#endif
+	tcase_add_test(tc, test_registry_forgets_threads_without_samples);
+	tcase_add_test(tc, test_deferred_short_threads_make_no_timer);
+	tcase_add_test(tc, test_deferred_arming_stress_leaves_no_timer);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
 }
