@@ -48,7 +48,7 @@ $(BUILD)/obj/%.o: %.c $(wildcard */*.h) Makefile
 $(BUILD)/libddprof.so: $(LIB_OBJS)
 	@echo "  LD      $@"
 	@$(CC) -shared -o $@ $^ -Wl,-z,now -Wl,--no-undefined \
-		-Wl,-z,start-stop-visibility=hidden $(LIB_LDLIBS)
+		-Wl,-z,start-stop-visibility=hidden -Wl,-fini=ddprof_dt_fini $(LIB_LDLIBS)
 
 $(BUILD)/libddprof_core.a: $(CORE_OBJS)
 	@rm -f $@

@@ -364,14 +364,19 @@ static uint32_t root_stack(const struct sampler_thread_root *root, uintptr_t *pc
 	return n + sampler_unwinder(&regs, pcs + n, UNWIND_MAX_DEPTH - n);
 }
 
-/* Normal context, in the thread itself, once its timer is deleted (no handler can run
- * for it any more, so tls_state.pcs is ours). */
+/* Normal context, in the thread itself, once its timer is deleted, or while the uploader
+ * thread may still be arming one for it (threads_service): once ended is set no handler
+ * records for it any more, so tls_state.pcs is ours. */
 void sampler_thread_end(const struct sampler_thread_root *root)
 {
 	struct thread_state *ts = tls_current();
+	ts->ended = true;
+	/* Pairs with the handler's check of ended: a signal after this store records
+	 * nothing, and the reads below come after it (they see what a signal before it
+	 * recorded). */
+	atomic_signal_fence(memory_order_seq_cst);
 	bool exact = ts->exact;
 	ts->exact = false;
-	ts->ended = true;
 	if (!exact || ts->internal || !atomic_load_explicit(&sampler_enabled, memory_order_relaxed))
 		return;
 	if (ts->sampled) {

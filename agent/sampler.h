@@ -21,7 +21,9 @@
 /* Put in the low 32 bits of our timers' sigev_value, so the handler tells them from
  * other senders. The high 32 bits carry where the timer's first expiry falls on its
  * thread's CPU clock, in microseconds (the weight of an exact thread's first sample:
- * sampler_thread_armed): sampler_timer_value(first_ns). */
+ * sampler_thread_armed): sampler_timer_value(first_ns). For a thread that armed its
+ * own timer as it started, its offset from then: the microseconds before are added at
+ * its end. */
 #define SAMPLER_COOKIE 0x0dd9f0fU
 static inline void *sampler_timer_value(uint64_t first_ns)
 {

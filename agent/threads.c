@@ -84,6 +84,9 @@ FORK_CHILD_DATA static uint64_t rng_state; /* guarded by registry_lock */
  * the service already wakes for that one).
  */
 FORK_CHILD_DATA static _Atomic bool defer_on;
+FORK_CHILD_DATA static size_t n_pending; /* registry lock: entries with pending set */
+/* Diagnostics: timers the service armed; threads that ended while it armed theirs. */
+static _Atomic uint64_t deferred_armed, deferred_raced;
 /* How long the service keeps looking after the last registration it saw: a thread
  * registering meanwhile needs no kick (it is armed at most this much later). Threads
  * created one after another, each gone before the service runs, cost it a wake-up
@@ -277,6 +280,14 @@ static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
 	return true;
 }
 
+/* Registry lock held. */
+FORK_CHILD_PATH static void clear_pending(struct thread_entry *e)
+{
+	if (e->pending)
+		n_pending--;
+	e->pending = false;
+}
+
 /* Registry lock held. A thread registering itself under a tid the registry still holds
  * as live: the tid was reused after a thread ended without telling us (one we did not
  * create, before the next reap). Its timer followed the dead task; this one gets its
@@ -289,7 +300,7 @@ FORK_CHILD_PATH static void forget_stale_locked(pid_t tid)
 	if (stale->has_timer)
 		timer_delete(stale->timer);
 	stale->has_timer = false;
-	stale->pending = false;
+	clear_pending(stale);
 	stale->arming = false; /* threads_service finds it ended and deletes its timer */
 	stale->status = THREAD_ENDED;
 }
@@ -324,6 +335,7 @@ static int register_pending(pid_t tid)
 	bool kick = false;
 	if (e) {
 		e->pending = true;
+		n_pending++;
 		e->start_ns = now;
 		sampler_thread_armed(true);
 		/* seq_cst, both: pairs with threads_service_sleep's store of
@@ -384,7 +396,7 @@ FORK_CHILD_PATH void threads_exit_self(const struct sampler_thread_root *root)
 		e->has_timer = false;
 		/* Pending: it never had a timer (the cheap end of a short thread). Being
 		 * armed: threads_service finds it gone and deletes the new timer. */
-		e->pending = false;
+		clear_pending(e);
 		e->arming = false;
 		/* The CPU no sample covered (its timer is gone: no handler runs any more). */
 		sampler_thread_end(root);
@@ -480,7 +492,7 @@ uint64_t threads_service(uint64_t now)
 	uint64_t gen = atomic_load_explicit(&register_gen, memory_order_relaxed);
 	bool registrations = gen != service_gen_seen;
 	service_gen_seen = gen;
-	for (size_t i = 0; i < n_entries; i++) {
+	for (size_t i = 0; i < n_entries && n_pending > 0; i++) {
 		struct thread_entry *e = &entries[i];
 		if (e->status != THREAD_LIVE || !e->pending || e->arming)
 			continue;
@@ -509,14 +521,16 @@ uint64_t threads_service(uint64_t now)
 		struct thread_entry *e = find_live(due[i].tid);
 		bool ours = e && e->pending && e->arming;
 		if (ours) {
-			e->pending = false;
+			clear_pending(e);
 			e->arming = false;
 		}
 		if (ours && due[i].rc == 0) {
 			e->timer = due[i].timer;
 			e->has_timer = true;
+			atomic_fetch_add_explicit(&deferred_armed, 1, memory_order_relaxed);
 		} else if (due[i].rc == 0) {
 			timer_delete(due[i].timer);
+			atomic_fetch_add_explicit(&deferred_raced, 1, memory_order_relaxed);
 		} else if (ours && due[i].rc == -ESRCH) {
 			/* Its entry says it lives, the kernel that it ended: it left without
 			 * threads_exit_self (a raw exit system call), or is leaving now.
@@ -525,6 +539,7 @@ uint64_t threads_service(uint64_t now)
 				e->status = THREAD_ENDED;
 			} else {
 				e->pending = true;
+				n_pending++;
 				e->start_ns = now;
 				oldest = now < oldest ? now : oldest;
 			}
@@ -610,6 +625,16 @@ size_t threads_registered(void)
 	return n;
 }
 
+uint64_t threads_deferred_armed(void)
+{
+	return atomic_load_explicit(&deferred_armed, memory_order_relaxed);
+}
+
+uint64_t threads_deferred_raced(void)
+{
+	return atomic_load_explicit(&deferred_raced, memory_order_relaxed);
+}
+
 uint64_t threads_timer_failures(void)
 {
 	return atomic_load_explicit(&timer_failures, memory_order_relaxed);
@@ -632,6 +657,7 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	entries = child_entries;
 	cap_entries = CHILD_ENTRIES;
 	n_entries = 0;
+	n_pending = 0;
 	/* Its threads arm their own timers until its own uploader thread runs the
 	 * service (the parent's does not serve this process). */
 	atomic_store_explicit(&defer_on, false, memory_order_relaxed);
@@ -645,6 +671,11 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	child_tid = sampler_gettid_uncached(); /* not sampler_gettid: see sampler.h */
 	rng_state ^= (uint64_t)child_tid * 0x9E3779B97F4A7C15ULL;
 	rng_next();
+}
+
+FORK_CHILD_PATH pid_t threads_fork_child_pid(void)
+{
+	return child_tid;
 }
 
 FORK_CHILD_PATH void threads_atfork_child_arm(void)

@@ -58,8 +58,8 @@ void threads_refresh_names(void);
  * a new thread's timer is armed by threads_service once the thread has lived
  * THREADS_ARM_DELAY_NS, so the many threads of a churning process that end sooner cost
  * no timer system call at all (their CPU is still credited in full at their end:
- * sampler.h). A registration that finds the service asleep for longer than twice the
- * delay calls kick (from the new thread, no lock of ours held), which must make the
+ * sampler.h). A registration that finds the service asleep for longer than it may wait
+ * (the delay plus 4 ms) calls kick (from the new thread, no lock of ours held), which must make the
  * service run soon.
  *  - threads_defer_arming(kick): enable (NULL: disable; threads arm their own again).
  *  - threads_service(now): arms the due threads; returns when it next has work
@@ -85,12 +85,19 @@ size_t threads_count(void);
 /* Entries held, live and ended (ended ones only if sampled), for tests. */
 size_t threads_registered(void);
 uint64_t threads_timer_failures(void);
+/* Deferred arming: timers threads_service armed; timers it made for threads that ended
+ * meanwhile (deleted at once). */
+uint64_t threads_deferred_armed(void);
+uint64_t threads_deferred_raced(void);
 
 /* Fork: prepare locks the registry; parent unlocks; child forgets every parent thread
  * (their timers are not inherited) and arms the forking thread. */
 void threads_atfork_prepare(void);
 void threads_atfork_parent(void);
 void threads_atfork_child(void);
+/* Fork child, after threads_atfork_child: its pid (the forking thread is its only thread,
+ * so its tid, which that handler read, is the pid): one system call less for others. */
+pid_t threads_fork_child_pid(void);
 /* Fork child, after threads_atfork_child and every other child handler of ours: arms
  * the child's timer (samples may land from then on). */
 void threads_atfork_child_arm(void);

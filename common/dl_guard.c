@@ -118,7 +118,8 @@ void dl_guard_atfork_parent(void)
 void dl_guard_atfork_child(void)
 {
 	/* Held by this thread (prepare) or by the parent's uploader thread, which does
-	 * not exist here. */
-	if (guard_usable())
+	 * not exist here. A placed lock is found zero-filled, that is unlocked, and left
+	 * untouched: each page a fork child touches costs it a fault. */
+	if (guard_usable() && lock == &fallback)
 		pthread_mutex_init(lock, NULL);
 }

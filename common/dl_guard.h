@@ -23,7 +23,8 @@
 #include <stdbool.h>
 
 /* Start-up, before the fork handlers are registered: where the lock lives (zeroed
- * memory; NULL keeps the static one), and whether the guard can be used at all. */
+ * memory that a fork child finds zeroed again, the fork-local page; NULL keeps the
+ * static one), and whether the guard can be used at all. */
 void dl_guard_place(pthread_mutex_t *mem);
 
 /* Whether the profiler may unload its libraries: only where the guard works (glibc

@@ -17,31 +17,34 @@ extern "C" {
 #endif
 
 struct ddprof_diagnostics {
-	uint64_t samples; /* samples in exported or serialized profiles */
-	uint64_t dropped_samples; /* samples whose new stack exceeded the memory ceiling */
+	uint64_t samples;	    /* samples in exported or serialized profiles */
+	uint64_t dropped_samples;   /* samples whose new stack exceeded the memory ceiling */
 	uint64_t profiles_exported; /* profiles accepted by every exporter */
-	uint64_t export_failures; /* deliveries that failed for good */
+	uint64_t export_failures;   /* deliveries that failed for good */
 	uint64_t serialize_failures;
 	uint64_t bytes_exported;
-	uint64_t live_timers; /* threads being sampled now */
-	uint64_t timer_failures; /* threads whose timer could not be created */
-	uint64_t foreign_signals; /* profiling signals not sent by our timers */
+	uint64_t live_timers;	       /* threads being sampled now */
+	uint64_t timer_failures;       /* threads whose timer could not be created */
+	uint64_t foreign_signals;      /* profiling signals not sent by our timers */
 	uint64_t active_profile_bytes; /* memory used by the profile being filled */
-	int signal; /* the signal used for sampling, 0 when not running */
+	int signal;		       /* the signal used for sampling, 0 when not running */
 	/* Added with the HTTP exporters (callers built earlier pass a smaller size).
 	 * A delivery is one profile to one exporter (file, Datadog, Pyroscope). */
-	uint64_t uploads_ok; /* deliveries accepted (HTTP 2xx, file written) */
-	uint64_t uploads_failed; /* attempts that failed, including retried ones */
+	uint64_t uploads_ok;	  /* deliveries accepted (HTTP 2xx, file written) */
+	uint64_t uploads_failed;  /* attempts that failed, including retried ones */
 	uint64_t uploads_dropped; /* deliveries given up: out of retries or time, 4xx,
 				   * exit flush timeout (also counted in export_failures) */
-	uint64_t bytes_sent; /* HTTP request bytes written, all attempts */
+	uint64_t bytes_sent;	  /* HTTP request bytes written, all attempts */
 	/* Added with DWARF unwinding. */
-	uint64_t unwind_tables; /* loaded modules with a CFI unwind table */
-	uint64_t unwind_table_bytes; /* memory of those tables */
+	uint64_t unwind_tables;		/* loaded modules with a CFI unwind table */
+	uint64_t unwind_table_bytes;	/* memory of those tables */
 	uint64_t unwind_table_build_ns; /* time the module thread spent building them */
-	uint64_t stacks_unwound; /* stacks walked by the DWARF unwinder */
-	uint64_t stacks_incomplete; /* of them, not ending in a root frame ([incomplete]) */
-	uint64_t unwind_fp_fallbacks; /* frames found by frame pointers (no table for pc) */
+	uint64_t stacks_unwound;	/* stacks walked by the DWARF unwinder */
+	uint64_t stacks_incomplete;	/* of them, not ending in a root frame ([incomplete]) */
+	uint64_t unwind_fp_fallbacks;	/* frames found by frame pointers (no table for pc) */
+	/* Added with late timers: a thread the application creates gets its timer from
+	 * the profiler's thread once it has lived 1 ms (shorter ones never need one). */
+	uint64_t timers_armed_late; /* timers armed that way */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -430,6 +430,13 @@ FORK_CHILD_PATH __attribute__((destructor)) static void ddprof_fini(void)
 	errno = saved_errno;
 }
 
+/* The library's DT_FINI (the link's -Wl,-fini): nothing to do, on the fork path's code
+ * pages. crti's _fini, the default, does nothing either, but alone on a page at the end
+ * of .text: every fork child that exits took a page fault for it (perf, minor-faults). */
+FORK_CHILD_PATH __attribute__((used)) void ddprof_dt_fini(void)
+{
+}
+
 DDPROF_EXPORT int ddprof_status(void)
 {
 	return atomic_load_explicit(&agent_running, memory_order_acquire) ? 0 : -ENOTCONN;
@@ -473,6 +480,7 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.stacks_unwound = us2.walks;
 		d.stacks_incomplete = us2.walks - us2.complete - us2.truncated;
 		d.unwind_fp_fallbacks = us2.fp_steps;
+		d.timers_armed_late = threads_deferred_armed();
 		d.uploads_ok = us.uploads_ok;
 		d.uploads_failed = us.uploads_failed;
 		d.uploads_dropped = us.uploads_dropped;

@@ -81,6 +81,8 @@ struct upload_ctx {
 
 static pthread_mutex_t ctl_lock_fallback;
 FORK_CHILD_DATA static struct control ctl = {.lock = &ctl_lock_fallback};
+/* ctl.running, for uploader_stop to read without the lock. */
+FORK_CHILD_DATA static _Atomic bool thread_spawned;
 /*
  * The running thread's symbolizer, and the one a fork child inherits. A symbolizer is
  * plain memory plus libdw state over shared read-only file descriptors and mappings,
@@ -177,13 +179,17 @@ static uint64_t process_cpu_ns(void)
 
 FORK_CHILD_PATH static void control_init(void)
 {
-	pthread_mutex_init(ctl.lock, NULL);
+	/* On the fork-local page, a fork child finds the lock zero-filled: unlocked. Left
+	 * untouched then (each page a child touches costs it a fault). */
+	if (!fork_local_owns(ctl.lock))
+		pthread_mutex_init(ctl.lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ctl.cond, &ca);
 	pthread_condattr_destroy(&ca);
 	ctl.running = ctl.stop = ctl.done = false;
+	atomic_store_explicit(&thread_spawned, false, memory_order_relaxed);
 	ctl.final_counted = ctl.abandoned = ctl.cycling = false;
 	ctl.flush_requested = ctl.flush_completed = 0;
 	ctl.modules_kick = false;
@@ -323,6 +329,8 @@ static void note_unloaded_modules(struct symbolizer *sym)
 					       segs[i].file_offset);
 }
 
+static void service_threads_while_busy(void);
+
 static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 {
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
@@ -346,6 +354,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 					  .take_profiler_cpu_ns = take_profiler_cpu_ns};
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(&meta, comment_buf);
+		service_threads_while_busy();
 		symbolizer_refresh(ctx->sym);
 		/* The only profile of a process that lived briefly (a fork child, a shell
 		 * command): names without lines, so that its exit does not wait ~50 ms for
@@ -356,6 +365,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		threads_refresh_names();
 		struct pprof_stats ps;
 		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
+		service_threads_while_busy();
 		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
 		 * (agent/sym_dwarf.c), is given back after every profile: the
 		 * pc cache answers what was named before, and only a cycle with new pcs
@@ -417,6 +427,22 @@ static uint64_t period_deadline(uint64_t next, uint64_t period)
 static uint64_t modules_next = UINT64_MAX;
 static uint64_t threads_next = UINT64_MAX;
 
+/* Uploader thread, between the steps of an upload (serializing a big profile takes tens
+ * of milliseconds) and during its network waits: new threads' timers that are due. The
+ * CPU a thread uses before its timer is armed goes to its first sample's stack: the
+ * sooner, the closer to where it was spent. */
+static void service_threads_while_busy(void)
+{
+	pthread_mutex_lock(ctl.lock);
+	bool kicked = ctl.threads_kick && !ctl.stop;
+	bool stopping = ctl.stop;
+	ctl.threads_kick &= !kicked;
+	pthread_mutex_unlock(ctl.lock);
+	if (!stopping &&
+	    (kicked || threads_service_wanted() || clock_now_ns(CLOCK_MONOTONIC) >= threads_next))
+		threads_next = threads_service(clock_now_ns(CLOCK_MONOTONIC));
+}
+
 /* Uploader thread, while an upload waits on the network: the module and thread work
  * that is due, so a library loaded meanwhile gets its unwind table and a new thread its
  * timer without waiting for the upload to end. Not at exit (ctl.stop): the exit flush
@@ -426,16 +452,13 @@ static void service_while_busy(void)
 	pthread_mutex_lock(ctl.lock);
 	bool stopping = ctl.stop;
 	bool modules = ctl.modules_kick && !stopping;
-	bool threads = ctl.threads_kick && !stopping;
 	ctl.modules_kick &= !modules;
-	ctl.threads_kick &= !threads;
 	pthread_mutex_unlock(ctl.lock);
 	if (stopping)
 		return;
 	if (modules || clock_now_ns(CLOCK_MONOTONIC) >= modules_next)
 		modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
-	if (threads || threads_service_wanted() || clock_now_ns(CLOCK_MONOTONIC) >= threads_next)
-		threads_next = threads_service(clock_now_ns(CLOCK_MONOTONIC));
+	service_threads_while_busy();
 }
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
@@ -547,8 +570,10 @@ static int spawn_thread(void)
 	int rc = up_create(&t, &attr, uploader_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
-	if (rc == 0)
+	if (rc == 0) {
 		ctl.running = true;
+		atomic_store_explicit(&thread_spawned, true, memory_order_relaxed);
+	}
 	return -rc;
 }
 
@@ -650,6 +675,11 @@ FORK_CHILD_PATH void uploader_stop(uint64_t timeout_ns)
 	hijack_disarm();
 	if (!profiles_empty(up_profiles))
 		start_deferred(false);
+	/* No thread (a fork child that never needed one): nothing below to do, and its
+	 * lock's page is left untouched. A thread another thread of ours starts from now
+	 * on is one the lock would not have shown either. */
+	if (!atomic_load_explicit(&thread_spawned, memory_order_relaxed))
+		return;
 	pthread_mutex_lock(ctl.lock);
 	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles)) {
 		/* Nothing sampled since the last upload and nothing in flight: no final
@@ -746,7 +776,7 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	 * safe point (agent/hijack.h). Most children of a fork storm or a pre-fork server
 	 * never sample: they never pay for a thread (pthread_create, and the copy-on-write
 	 * faults of its malloc arena at every later fork of the parent and in the child). */
-	spawn_pending_pid = getpid();
+	spawn_pending_pid = threads_fork_child_pid(); /* getpid(), without a system call */
 	atomic_store_explicit(&spawn_pending, true, memory_order_relaxed);
 	/* Safe points need complete walks, so unwind tables: a child forked before its
 	 * parent had built them (the first milliseconds) starts its thread at once, as does

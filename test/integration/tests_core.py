@@ -131,6 +131,10 @@ def test_timers_deleted_when_threads_end(ctx):
     peak, final = int(m.group(2)), int(m.group(3))
     check(final == 1, "%d POSIX timers left after every thread ended, expected 1 (main)" % final)
     check(peak <= 9, "peak of %d timers with 8 threads + main alive" % peak)
+    # Each thread lives >= 2 ms, past the 1 ms after which the profiler's thread arms
+    # its timer (agent/threads.h): nearly all get one.
+    late = int(re.search(r"armed_late (-?\d+)", stdout).group(1))
+    check(late >= 300, "only %d of 600 threads got a timer" % late)
     profs = dump(profile_files(out), stacks=True)
     burn = sum(p["functions"].get("churn_burn", {"total": [0, 0]})["total"][1] for p in profs)
     # Every thread ended before the only upload (at exit): the names come from the
@@ -155,8 +159,35 @@ def test_timers_deleted_when_threads_end(ctx):
     check(cpu and 0.93 <= total / cpu <= 1.07,
           "profile total %.3f s for %s s of process CPU: short threads not counted in full"
           % (total, cpu))
-    return "peak=%d final=%d churn_burn=%.2fs, total/cpu %.3f, %d thread names" % (
-        peak, final, burn / 1e9, total / cpu, len(names))
+    return "peak=%d final=%d armed late %d, churn_burn=%.2fs, total/cpu %.3f, %d thread names" % (
+        peak, final, late, burn / 1e9, total / cpu, len(names))
+
+
+def test_short_threads_make_no_timer(ctx):
+    """2000 threads of 50 us each, one at a time: none lives the 1 ms after which the
+    profiler's thread would arm its timer, and their CPU is still in the profile."""
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "thread_churn"), "2000", "1", "50"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
+    m = re.search(r"peak_timers (\d+) final_timers (\d+)\narmed_late (-?\d+)", stdout)
+    check(m, "unexpected output %r" % stdout)
+    peak, final, late = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    # A thread descheduled for a millisecond on a busy machine may get one: 5% allowed.
+    check(0 <= late <= 100, "%d of 2000 threads of 50 us got a timer" % late)
+    check(peak <= 2 and final == 1, "timers: peak %d, final %d (main: 1)" % (peak, final))
+    # Their CPU: each thread's end reads its CPU clock with probability lifetime /
+    # period (agent/sampler.h); about 300 reads at 1 kHz. What a thread spends after
+    # that read (glibc's and the kernel's exit) is not counted: a tenth of a 50 us
+    # thread's CPU here, so 0.82 to 0.94 of the process's CPU over runs (0.80 to 0.87
+    # before late timers). Without the end accounts it would be about 0.35.
+    profs = dump(profile_files(out))
+    total = sum(p["totals"][1] for p in profs) / 1e9
+    check(cpu and 0.75 <= total / cpu <= 1.15,
+          "profile total %.3f s for %s s of process CPU" % (total, cpu))
+    return "%d timers armed late of 2000 threads, peak %d, total/cpu %.3f" % (
+        late, peak, total / cpu)
 
 
 def test_threads_started_before_the_agent_are_sampled(ctx):

@@ -301,6 +301,7 @@ struct late_job {
 	atomic_int phase; /* 1 registered and burned, 2 armed (main), 3 ended */
 	pid_t tid;
 	uint64_t cpu_ns;
+	uint64_t first_credit_ns, cpu_at_first_ns; /* at its first sample */
 };
 
 __attribute__((noinline)) static void *late_main(void *arg)
@@ -312,6 +313,12 @@ __attribute__((noinline)) static void *late_main(void *arg)
 	atomic_store(&j->phase, 1);
 	while (atomic_load(&j->phase) != 2)
 		;
+	/* Its first sample, alone: it must weigh the 20 ms before the timer too (the end
+	 * account would make up for a wrong weight in the total). */
+	while (!sampler_thread_sampled())
+		burn_until(thread_cpu_ns() + MS / 10);
+	j->first_credit_ns = credited(j->tid, 0).cpu_ns;
+	j->cpu_at_first_ns = thread_cpu_ns();
 	burn_until(thread_cpu_ns() + 40 * MS);
 	struct sampler_thread_root root = {
 	    .start_fn = (uintptr_t)late_main,
@@ -353,6 +360,9 @@ START_TEST(test_deferred_thread_armed_late_is_credited_in_full)
 	pthread_join(t, NULL);
 	ck_assert_uint_eq(threads_count(), 0);
 	ck_assert_int_eq(our_kernel_timers(), timers0);
+	ck_assert_msg(j.first_credit_ns >= 20 * MS && j.first_credit_ns <= j.cpu_at_first_ns,
+		      "first sample weighs %.3f ms at %.3f ms of CPU (20 ms before its timer)",
+		      j.first_credit_ns / 1e6, j.cpu_at_first_ns / 1e6);
 	struct credit c = credited(j.tid, 0);
 	ck_assert_uint_ge(c.samples, 1);
 	int64_t err = (int64_t)c.cpu_ns - (int64_t)j.cpu_ns;
@@ -366,6 +376,7 @@ START_TEST(test_deferred_short_threads_make_no_timer)
 {
 	start_agent(10 * MS);
 	int timers0 = our_kernel_timers();
+	ck_assert_int_ge(timers0, 0);
 	threads_defer_arming(count_kick);
 	atomic_store(&kicks, 0);
 	/* The service looked a moment ago (the linger after threads it saw): no kick. */
@@ -387,6 +398,10 @@ START_TEST(test_deferred_short_threads_make_no_timer)
 	uint64_t next = threads_service(now);
 	ck_assert_msg(next > now && next <= now + 10 * THREADS_ARM_DELAY_NS,
 		      "service lingers %lld ns", (long long)(next - now));
+	/* All ended: nothing to arm, even long after. */
+	threads_service(mono_ns() + 100 * THREADS_ARM_DELAY_NS);
+	ck_assert_uint_eq(threads_deferred_armed(), 0);
+	ck_assert_int_eq(our_kernel_timers(), timers0);
 	ck_assert(threads_service_sleep(UINT64_MAX));
 	/* Asleep for long now: the next thread kicks it. */
 	run_jobs(&quick, 1, 1);
@@ -423,6 +438,7 @@ START_TEST(test_deferred_arming_stress_leaves_no_timer)
 {
 	start_agent(1 * MS);
 	int timers0 = our_kernel_timers();
+	ck_assert_int_ge(timers0, 0);
 	threads_defer_arming(count_kick);
 	atomic_store(&service_stop, false);
 	pthread_t svc, ch[4];
@@ -438,6 +454,10 @@ START_TEST(test_deferred_arming_stress_leaves_no_timer)
 	ck_assert_uint_eq(threads_count(), 0);
 	ck_assert_int_eq(our_kernel_timers(), timers0);
 	ck_assert_uint_eq(threads_timer_failures(), 0);
+	/* It did arm threads, and met the race (about 1000 and 50 a run here). */
+	ck_assert_uint_gt(threads_deferred_armed(), 0);
+	ck_assert_msg(threads_deferred_raced() > 0, "no thread ended while being armed (of %llu)",
+		      (unsigned long long)threads_deferred_armed());
 }
 END_TEST
 

@@ -5,9 +5,13 @@
  * the timer of every ended thread, and the process's CPU time (user + system). Each thread names
  * itself "churn-N" (N < 1000): the agent reads the name of a sampled thread when it ends.
  *
- * usage: thread_churn [threads=600] [wave=8]
+ * With the agent, also prints how many timers it armed late (ddprof_get_diagnostics:
+ * threads that lived 1 ms), or -1 without it.
+ *
+ * usage: thread_churn [threads=600] [wave=8] [burn_us=2000]
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +20,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "../../preload/ddprof.h"
+
 static volatile uint64_t sink;
+static long burn_ns = 2000000L;
 
 __attribute__((noinline)) void churn_burn(void)
 {
@@ -26,7 +33,7 @@ __attribute__((noinline)) void churn_burn(void)
 		for (int i = 0; i < 20000; i++)
 			sink = sink * 2862933555777941757ULL + 3037000493ULL;
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-	} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 2000000L);
+	} while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < burn_ns);
 }
 
 static void *worker(void *arg)
@@ -65,6 +72,8 @@ int main(int argc, char **argv)
 {
 	int total = argc > 1 ? atoi(argv[1]) : 600;
 	int wave = argc > 2 ? atoi(argv[2]) : 8;
+	if (argc > 3)
+		burn_ns = atol(argv[3]) * 1000L;
 	pthread_t t[64];
 	if (wave > 64)
 		wave = 64;
@@ -85,6 +94,12 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("threads %d peak_timers %d final_timers %d\n", total, peak, count_timers());
+	struct ddprof_diagnostics d;
+	int (*get)(struct ddprof_diagnostics *, size_t) =
+	    (int (*)(struct ddprof_diagnostics *, size_t))dlsym(RTLD_DEFAULT,
+								"ddprof_get_diagnostics");
+	long long late = get && get(&d, sizeof(d)) == 0 ? (long long)d.timers_armed_late : -1;
+	printf("armed_late %lld\n", late);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	printf("cpu_seconds %.6f\n", (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
