@@ -5,7 +5,6 @@
  */
 #include "threads.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -51,12 +50,14 @@ struct thread_entry {
 /* On the fork-local page when there is one (taken by fork prepare; see fork_local.h). */
 static pthread_mutex_t registry_lock_fallback = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t *registry_lock = &registry_lock_fallback;
-/* Guarded by registry_lock. A fork child starts over on child_entries (on its page):
- * the parent's array is left alone, a write to it would copy a page of the heap. */
-#define CHILD_ENTRIES 4
-FORK_CHILD_DATA static struct thread_entry *entries;
-FORK_CHILD_DATA static size_t n_entries, cap_entries;
-FORK_CHILD_DATA static struct thread_entry child_entries[CHILD_ENTRIES];
+/* Guarded by registry_lock. The first entries are inline (inline_entries, on the page
+ * a fork child writes anyway): a process with a few threads never allocates for them
+ * (no heap page touched at start-up), and a fork child starts over there, leaving the
+ * parent's array alone (a write to it would copy a page of the heap). */
+#define INLINE_ENTRIES 4
+FORK_CHILD_DATA static struct thread_entry inline_entries[INLINE_ENTRIES];
+FORK_CHILD_DATA static struct thread_entry *entries = inline_entries;
+FORK_CHILD_DATA static size_t n_entries, cap_entries = INLINE_ENTRIES;
 static int timer_signo;
 static uint64_t timer_period_ns;
 static _Atomic uint64_t timer_failures;
@@ -127,10 +128,11 @@ int threads_init(int signo, uint64_t period_ns)
  * creating many threads quadratic between two reaps. */
 static struct u64map live_index;
 FORK_CHILD_DATA static bool live_index_broken; /* a put failed (ENOMEM): scan instead */
-/* Fork child: the index holds the parent's threads. Clearing it would copy its pages
- * (shared with the parent) on the fork path, so the child scans its few entries and
- * rebuilds the index once it has LIVE_INDEX_LAZY_MAX of them, or at the next reap. */
-FORK_CHILD_DATA static bool live_index_stale;
+/* The index is not used yet: at start-up (no allocation for a process with few
+ * threads), and in a fork child, where it holds the parent's threads (clearing it would
+ * copy its pages, shared with the parent, on the fork path). Lookups scan the few
+ * entries until there are LIVE_INDEX_LAZY_MAX of them, or until the next reap. */
+FORK_CHILD_DATA static bool live_index_stale = true;
 #define LIVE_INDEX_LAZY_MAX 32
 /* Keys left behind by removed entries (they fail validation). The index is rebuilt
  * once they outnumber the entries, so a process that churns threads keeps it small. */
@@ -179,12 +181,12 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 	if (n_entries == cap_entries) {
 		size_t cap =
 		    cap_entries > REGISTRY_MIN_CAP / 2 ? cap_entries * 2 : REGISTRY_MIN_CAP;
-		bool inline_array = entries == child_entries;
+		bool inline_array = entries == inline_entries;
 		struct thread_entry *e = realloc(inline_array ? NULL : entries, cap * sizeof(*e));
 		if (!e)
 			return NULL;
 		if (inline_array)
-			memcpy(e, child_entries, n_entries * sizeof(*e));
+			memcpy(e, inline_entries, n_entries * sizeof(*e));
 		entries = e;
 		cap_entries = cap;
 	}
@@ -412,31 +414,48 @@ FORK_CHILD_PATH void threads_exit_self(const struct sampler_thread_root *root)
 	pthread_mutex_unlock(registry_lock);
 }
 
+/* A linux_dirent64 record, as getdents64 fills it. */
+struct dirent64_rec {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
 int threads_scan_existing(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
+	/* getdents64 into a buffer on the stack rather than opendir, whose 32 KiB buffer
+	 * is the first heap the process touches (start-up cost: /bin/true's pages). */
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
 	pid_t self = sampler_gettid();
 	int armed = 0;
 	bool others = false;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		pid_t tid = (pid_t)atoi(de->d_name);
-		if (tid == self)
-			continue;
-		if (!others) {
-			/* Threads we did not create: the handler finds their stacks in a
-			 * snapshot of the mappings, taken only when such threads exist. */
-			stack_bounds_snapshot();
-			others = true;
+	char buf[1024] __attribute__((aligned(8)));
+	long n;
+	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			const struct dirent64_rec *de = (const void *)(buf + off);
+			off += de->reclen;
+			if (de->name[0] < '0' || de->name[0] > '9')
+				continue;
+			pid_t tid = (pid_t)atoi(de->name);
+			if (tid == self)
+				continue;
+			if (!others) {
+				/* Threads we did not create: the handler finds their stacks
+				 * in a snapshot of the mappings, taken only when such
+				 * threads exist. */
+				stack_bounds_snapshot();
+				others = true;
+			}
+			if (start_tid(tid, false, false) == 0)
+				armed++;
 		}
-		if (start_tid(tid, false, false) == 0)
-			armed++;
 	}
-	closedir(d);
+	close(fd);
 	/* Release pairs with the acquire in threads_start_self. */
 	atomic_store_explicit(&scan_done, true, memory_order_release);
 	return armed;
@@ -654,8 +673,8 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 {
 	/* The child has one thread and no timers (POSIX timers are not inherited). We
 	 * hold the lock, taken in prepare by this very thread: re-initialize it. */
-	entries = child_entries;
-	cap_entries = CHILD_ENTRIES;
+	entries = inline_entries;
+	cap_entries = INLINE_ENTRIES;
 	n_entries = 0;
 	n_pending = 0;
 	/* Its threads arm their own timers until its own uploader thread runs the

@@ -461,6 +461,39 @@ START_TEST(test_deferred_arming_stress_leaves_no_timer)
 }
 END_TEST
 
+/* Threads that exist before the agent (another library's constructor made them): the
+ * scan of /proc/self/task arms each, however many directory reads that takes. */
+static atomic_bool scan_release;
+static void *idle_main(void *arg)
+{
+	while (!atomic_load(&scan_release))
+		usleep(1000);
+	return arg;
+}
+
+START_TEST(test_scan_arms_every_existing_thread)
+{
+	start_agent(10 * MS);
+	int timers0 = our_kernel_timers();
+	ck_assert_int_ge(timers0, 0);
+	enum { N = 100 }; /* ~3 KiB of directory entries: several reads of its 1 KiB buffer */
+	pthread_t t[N];
+	atomic_store(&scan_release, false);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, idle_main, NULL), 0);
+	ck_assert_int_eq(threads_scan_existing(), N);
+	ck_assert_uint_eq(threads_count(), N);
+	ck_assert_int_eq(our_kernel_timers(), timers0 + N);
+	atomic_store(&scan_release, true);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	/* They ended without telling us: the reap finds their timers disarmed. */
+	threads_reap();
+	ck_assert_uint_eq(threads_count(), 0);
+	ck_assert_int_eq(our_kernel_timers(), timers0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -477,6 +510,7 @@ int main(void)
 	tcase_add_test(tc, test_deferred_thread_armed_late_is_credited_in_full);
 #endif
 	tcase_add_test(tc, test_registry_forgets_threads_without_samples);
+	tcase_add_test(tc, test_scan_arms_every_existing_thread);
 	tcase_add_test(tc, test_deferred_short_threads_make_no_timer);
 	tcase_add_test(tc, test_deferred_arming_stress_leaves_no_timer);
 	suite_add_tcase(s, tc);
