@@ -145,7 +145,8 @@ unit: $(UNIT_BINS)
 # ThreadSanitizer build of the lock-free structures and their stress tests.
 TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules test_thread_start \
 	test_threads
-TSAN_CORE := common/log.c common/process_start.c agent/region.c agent/stack_trie.c agent/profile.c
+TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c agent/region.c \
+	agent/stack_trie.c agent/profile.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table.c \
 	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c agent/elf_image.c \

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mem_populate.h"
+
 #define REG_FP 6       /* rbp */
 #define REG_SP 7       /* rsp */
 #define REG_RA 16      /* return address (rip) */
@@ -347,6 +349,9 @@ static void emit(struct row_buf *b, uint64_t pc, const struct frame_state *st, b
 			b->err = -ENOMEM;
 			return;
 		}
+		/* The new half is written row by row: map it in one go (common/mem_populate.h:
+		 * libc's table alone is ~100 pages, most of the start-up's faults). */
+		mem_populate(r + b->cap, (cap - b->cap) * sizeof(*r));
 		b->rows = r;
 		b->cap = cap;
 	}

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/cfi_parse.h"
+#include "common/mem_populate.h"
 #include "agent/elf_image.h"
 
 /* Sort by pc; at equal pcs the end marker first so a real row wins. */
@@ -52,6 +53,7 @@ static void sort_rows(struct row_buf *b)
 {
 	struct cfi_row *sorted = b->nchunks > 1 ? malloc(b->n * sizeof(*sorted)) : NULL;
 	if (sorted) {
+		mem_populate(sorted, b->n * sizeof(*sorted)); /* written in full below */
 		qsort(b->chunks, b->nchunks, sizeof(*b->chunks), chunk_cmp);
 		size_t w = 0;
 		for (size_t i = 0; i < b->nchunks; i++) {
@@ -124,7 +126,9 @@ static void move_to_shared(struct cfi_table *t)
 	if (rows + pages < CFI_SHARED_MIN)
 		return;
 	size_t len = (rows + pages + 4095) & ~(size_t)4095;
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	/* Populated: it is written in full at once (common/mem_populate.h). */
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
+		       -1, 0);
 	if (m == MAP_FAILED)
 		return; /* keep the malloc'd copy */
 	memcpy(m, t->rows, rows);
@@ -177,6 +181,7 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 				b.err = -ENOMEM;
 				break;
 			}
+			mem_populate(cover, b.n * sizeof(*cover));
 			memcpy(cover, b.rows, b.n * sizeof(*cover));
 			ncover = b.n;
 		}
@@ -234,8 +239,7 @@ int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 		struct elf_section sec;
 		/* A compressed .debug_frame is not inflated: skipped, as before. lld
 		 * types .eh_frame SHT_X86_64_UNWIND, GNU ld SHT_PROGBITS: any type. */
-		if (!elf_image_section(&im, names[slot], slot == 0 ? 0 : SHT_PROGBITS,
-				       &sec) ||
+		if (!elf_image_section(&im, names[slot], slot == 0 ? 0 : SHT_PROGBITS, &sec) ||
 		    sec.len == 0 || (sec.flags & SHF_COMPRESSED))
 			continue;
 		secs[slot].data = sec.data;

@@ -1,0 +1,35 @@
+/*
+ * mem_populate.c - see mem_populate.h.
+ *
+ * Context: normal context, any thread.
+ */
+#include "common/mem_populate.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* The kernel refused it once (EINVAL: too old): not asked again. Relaxed: a hint. */
+static _Atomic bool unsupported;
+
+void mem_populate(void *p, size_t len)
+{
+	if (len < MEM_POPULATE_MIN || atomic_load_explicit(&unsupported, memory_order_relaxed))
+		return;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + len) & ~(page - 1);
+	if (hi <= lo)
+		return;
+	int saved = errno;
+	if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+		atomic_store_explicit(&unsupported, true, memory_order_relaxed);
+	errno = saved;
+}
