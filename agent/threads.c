@@ -22,6 +22,7 @@
 #include "agent/sampler.h"
 #include "agent/stack_bounds.h"
 #include "common/clock.h"
+#include "common/digits.h"
 #include "common/hashmap.h"
 #include "common/log.h"
 
@@ -116,9 +117,11 @@ int threads_init(int signo, uint64_t period_ns)
 	pthread_mutex_t *lock = fork_local_alloc(sizeof(*lock));
 	if (lock && pthread_mutex_init(lock, NULL) == 0)
 		registry_lock = lock; /* start-up: no other thread of ours uses it yet */
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	rng_state = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ 0x9E3779B97F4A7C15ULL;
+	/* The time stamp counter, not a clock read (its code and vDSO pages are start-up
+	 * cost for a process that never reads the time), and where the stack is (ASLR). */
+	uint64_t here = (uint64_t)(uintptr_t)&period_ns;
+	rng_state =
+	    __builtin_ia32_rdtsc() ^ (here << 16) ^ (uint64_t)getpid() ^ 0x9E3779B97F4A7C15ULL;
 	return 0;
 }
 
@@ -441,7 +444,7 @@ int threads_scan_existing(void)
 			off += de->reclen;
 			if (de->name[0] < '0' || de->name[0] > '9')
 				continue;
-			pid_t tid = (pid_t)atoi(de->name);
+			pid_t tid = (pid_t)digits_value(de->name, NULL);
 			if (tid == self)
 				continue;
 			if (!others) {

@@ -4,6 +4,7 @@
  * Context: normal context only (uploader thread, fork handlers, start-up).
  */
 #include "common/dl_guard.h"
+#include "common/digits.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -34,10 +35,10 @@ static bool guard_usable(void)
 {
 	int ok = atomic_load_explicit(&glibc_ok, memory_order_relaxed);
 	if (ok == 0) {
+		/* "2.36" (common/digits.h: not strtol, a start-up cost). */
 		const char *v = gnu_get_libc_version();
-		char *end;
-		long major = strtol(v, &end, 10);
-		long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+		unsigned major = digits_value(v, &v);
+		unsigned minor = *v == '.' ? digits_value(v + 1, NULL) : 0;
 		ok = major > 2 || (major == 2 && minor >= 36) ? 1 : 2;
 		atomic_store_explicit(&glibc_ok, ok, memory_order_relaxed);
 	}

@@ -32,6 +32,7 @@
 #include "agent/unwind.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/digits.h"
 #include "common/dl_guard.h"
 #include "common/log.h"
 #include "preload/ddprof.h"
@@ -149,7 +150,7 @@ static bool kernel_restarts_fork(void)
 	struct utsname u;
 	if (uname(&u) != 0)
 		return true;
-	return strtol(u.release, NULL, 10) < 5;
+	return digits_value(u.release, NULL) < 5;
 }
 
 /* Just the sampling signal; set at start-up, read only after (a fork child calling
@@ -204,7 +205,7 @@ static bool seccomp_filtered(void)
 		return false;
 	buf[n] = 0;
 	const char *s = strstr(buf, "\nSeccomp:");
-	return s && atoi(s + strlen("\nSeccomp:")) == 2;
+	return s && digits_value(s + strlen("\nSeccomp:"), NULL) == 2;
 }
 
 /* Whether this thread's prepare handler took our locks: the parent and child handlers
@@ -355,7 +356,10 @@ __attribute__((constructor)) static void ddprof_init(void)
 		goto out;
 	}
 	profiles = fork_local_or(&profiles_fallback, sizeof(*profiles));
-	int rc = profiles_init(profiles, cfg.max_memory, clock_now_ns(CLOCK_REALTIME));
+	/* Start 0: the first profile starts when the process did, read by the uploader
+	 * thread at its first upload (profile_start_ns); no clock read here, whose code
+	 * and vDSO data pages /bin/true would not touch otherwise (start-up cost). */
+	int rc = profiles_init(profiles, cfg.max_memory, 0);
 	if (rc < 0) {
 		log_error("cannot reserve %llu bytes for profiles (%s); profiling disabled",
 			  (unsigned long long)cfg.max_memory, strerror(-rc));
