@@ -21,6 +21,9 @@
 
 #include "common/mem_populate.h"
 
+/* How far ahead of the rows written emit maps the row buffer. */
+#define POPULATE_STEP (256 * 1024)
+
 #define REG_FP 6       /* rbp */
 #define REG_SP 7       /* rsp */
 #define REG_RA 16      /* return address (rip) */
@@ -349,11 +352,18 @@ static void emit(struct row_buf *b, uint64_t pc, const struct frame_state *st, b
 			b->err = -ENOMEM;
 			return;
 		}
-		/* The new half is written row by row: map it in one go (common/mem_populate.h:
-		 * libc's table alone is ~100 pages, most of the start-up's faults). */
-		mem_populate(r + b->cap, (cap - b->cap) * sizeof(*r));
 		b->rows = r;
 		b->cap = cap;
+		b->populated = b->n; /* the rest is fresh memory (or moved) */
+	}
+	if (b->n >= b->populated) {
+		/* Rows are written one by one: map the next ones in one go (common/
+		 * mem_populate.h: libc's table alone is ~100 pages, most of the start-up's
+		 * faults), a bounded step ahead, never memory that will not be written. */
+		size_t step = POPULATE_STEP / sizeof(*b->rows);
+		size_t end = b->n + step < b->cap ? b->n + step : b->cap;
+		mem_populate(b->rows + b->n, (end - b->n) * sizeof(*b->rows));
+		b->populated = end;
 	}
 	struct cfi_row row = {.pc = (uint32_t)(pc - b->base), .kind = CFI_NONE};
 	if (end_marker) {

@@ -26,6 +26,7 @@ struct chunk {
 struct row_buf {
 	struct cfi_row *rows;
 	size_t n, cap;
+	size_t populated; /* rows[n..populated) are mapped already (mem_populate) */
 	struct chunk *chunks;
 	size_t nchunks, capchunks;
 	uint64_t base;

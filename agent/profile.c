@@ -144,6 +144,12 @@ FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_
 	pp->p[0].start_ns = now_ns;
 }
 
+void profile_start_if_unset(struct profile *p, uint64_t ns)
+{
+	if (p->start_ns == 0)
+		p->start_ns = ns;
+}
+
 uint64_t profile_start_ns(struct profile *p)
 {
 	if (p->start_ns == 0) {

@@ -78,6 +78,8 @@ struct profile *profiles_active(struct profile_pair *pp);
  * (common/process_start.h). Uploader thread only (it reads /proc; it is the only
  * writer of start_ns besides the fork handler). */
 uint64_t profile_start_ns(struct profile *p);
+/* Sets p's start to ns if it has none yet. Uploader thread only. */
+void profile_start_if_unset(struct profile *p, uint64_t ns);
 
 /* Empties p. Precondition: p is not active and no handler is inside it. */
 void profile_reset(struct profile *p);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -117,11 +118,14 @@ int threads_init(int signo, uint64_t period_ns)
 	pthread_mutex_t *lock = fork_local_alloc(sizeof(*lock));
 	if (lock && pthread_mutex_init(lock, NULL) == 0)
 		registry_lock = lock; /* start-up: no other thread of ours uses it yet */
-	/* The time stamp counter, not a clock read (its code and vDSO pages are start-up
-	 * cost for a process that never reads the time), and where the stack is (ASLR). */
-	uint64_t here = (uint64_t)(uintptr_t)&period_ns;
-	rng_state =
-	    __builtin_ia32_rdtsc() ^ (here << 16) ^ (uint64_t)getpid() ^ 0x9E3779B97F4A7C15ULL;
+	/* getrandom, not a clock read (its code and vDSO pages are start-up cost for a
+	 * process that never reads the time), nor rdtsc (a process may be set to fault on
+	 * it: PR_SET_TSC), nor AT_RANDOM (glibc's stack canary and pointer guard: the
+	 * first expiries are visible in profiles). */
+	uint64_t seed = 0;
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = (uint64_t)(uintptr_t)&seed; /* no entropy yet: where the stack is */
+	rng_state = seed ^ (uint64_t)getpid() ^ 0x9E3779B97F4A7C15ULL;
 	return 0;
 }
 

@@ -356,9 +356,9 @@ __attribute__((constructor)) static void ddprof_init(void)
 		goto out;
 	}
 	profiles = fork_local_or(&profiles_fallback, sizeof(*profiles));
-	/* Start 0: the first profile starts when the process did, read by the uploader
-	 * thread at its first upload (profile_start_ns); no clock read here, whose code
-	 * and vDSO data pages /bin/true would not touch otherwise (start-up cost). */
+	/* Start 0: the uploader thread sets it as it starts (uploader_main), microseconds
+	 * later; no clock read here, whose code and vDSO data pages /bin/true would not
+	 * touch otherwise (start-up cost). */
 	int rc = profiles_init(profiles, cfg.max_memory, 0);
 	if (rc < 0) {
 		log_error("cannot reserve %llu bytes for profiles (%s); profiling disabled",

@@ -115,6 +115,8 @@ FORK_CHILD_DATA static bool uploader_wanted;
  * it was set for: in a grandchild, before our child handler ran (another library's
  * handler may create a thread), the flag is the parent's, and ctl.lock is held. */
 FORK_CHILD_DATA static _Atomic bool spawn_pending;
+/* This process is a fork child of the one that started the profiler. */
+FORK_CHILD_DATA static bool forked;
 FORK_CHILD_DATA static pid_t spawn_pending_pid;
 
 static void start_deferred(bool quiet);
@@ -484,6 +486,12 @@ static void *uploader_main(void *arg)
 	/* The first period ends a period after the profile began: in a fork child whose
 	 * thread started late (start_deferred), at the fork plus a period. */
 	uint64_t now_rt = clock_now_ns(CLOCK_REALTIME);
+	/* The constructor reads no clock (start-up cost): the process's first profile
+	 * starts now, microseconds after it. Not the task's start time, which predates
+	 * an exec (a shell or wrapper that exec'd the program). A fork child's does start
+	 * at its fork (profile_start_ns). */
+	if (!forked)
+		profile_start_if_unset(profiles_active(up_profiles), now_rt);
 	uint64_t start_rt = profile_start_ns(profiles_active(up_profiles));
 	uint64_t age = now_rt > start_rt ? now_rt - start_rt : 0;
 	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period - (age < period ? age : period);
@@ -745,6 +753,7 @@ void uploader_atfork_parent(void)
 FORK_CHILD_PATH void uploader_atfork_child(void)
 {
 	bool was_running = uploader_wanted && !ctl.stop;
+	forked = true;
 	inherited_sym = ctl.cycling ? NULL : live_sym;
 	if (!inherited_sym)
 		dw_api_forget_sessions(); /* they were the parent thread's */

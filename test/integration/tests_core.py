@@ -1,6 +1,7 @@
 """Core sampling tests: accuracy, periodic swaps, config, thread timers."""
 import os
 import re
+import time
 
 from itest import (LIB, WORKLOADS, app_total, check, dump, go_pprof_top,
                    profile_files, run_profiled, value_index)
@@ -161,6 +162,27 @@ def test_timers_deleted_when_threads_end(ctx):
           % (total, cpu))
     return "peak=%d final=%d armed late %d, churn_burn=%.2fs, total/cpu %.3f, %d thread names" % (
         peak, final, late, burn / 1e9, total / cpu, len(names))
+
+
+def test_first_profile_starts_at_exec_not_at_the_wrapper(ctx):
+    """A wrapper (a container's entrypoint script) works for 1 s, then execs the
+    program: its first profile starts when the program did, not when the wrapper's
+    task was created (which exec keeps), and covers only its own life."""
+    out = os.path.join(ctx.dir, "out")
+    t0 = time.time()
+    script = "sleep 1; exec env LD_PRELOAD=%s %s 1 0.3" % (LIB, os.path.join(WORKLOADS, "cpu_split"))
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        ["/bin/sh", "-c", script], {"DD_PROFILING_OUTPUT_DIR": out}, preload=False)
+    check(rc == 0, "exit %d: %s" % (rc, stderr))
+    profs = dump(profile_files(out))
+    check(len(profs) == 1, "%d profiles" % len(profs))
+    start = profs[0]["time_nanos"] / 1e9
+    duration = profs[0]["duration_nanos"] / 1e9
+    check(start >= t0 + 0.9, "the profile starts %.3f s after launch: before the exec" % (
+        start - t0))
+    check(duration <= wall - 0.9, "the profile lasts %.3f s of a %.3f s run with a 1 s "
+          "wrapper" % (duration, wall))
+    return "starts %.3f s after launch, lasts %.3f s (run %.3f s)" % (start - t0, duration, wall)
 
 
 def test_short_threads_make_no_timer(ctx):
