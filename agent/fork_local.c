@@ -26,6 +26,12 @@ size_t fork_child_data_bytes(void)
 	return (size_t)(__stop_ddprof_fork_data - __start_ddprof_fork_data);
 }
 
+FORK_CHILD_PATH void fork_local_mutex_after_fork(pthread_mutex_t *m)
+{
+	if (!fork_local_owns(m))
+		pthread_mutex_init(m, NULL);
+}
+
 FORK_CHILD_PATH bool fork_local_owns(const void *p)
 {
 	const uint8_t *b = p;

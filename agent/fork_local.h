@@ -17,6 +17,7 @@
 #ifndef DDPROF_AGENT_FORK_LOCAL_H
 #define DDPROF_AGENT_FORK_LOCAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -47,6 +48,11 @@ size_t fork_child_data_bytes(void);
 
 /* Whether p points into the fork-local page: memory a fork child finds zero-filled. */
 bool fork_local_owns(const void *p);
+
+/* Fork child: makes the mutex m usable again (the parent's copy may be held). On the
+ * fork-local page it is found zero-filled, that is unlocked, and left untouched (each
+ * page a child touches costs it a fault); elsewhere it is re-initialized. */
+void fork_local_mutex_after_fork(pthread_mutex_t *m);
 
 /* size zeroed bytes on the fork-local page, or fallback (ordinary memory, the caller's)
  * when it has no room. Start-up only. */

@@ -689,8 +689,7 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	atomic_store_explicit(&defer_on, false, memory_order_relaxed);
 	live_index_stale = true;
 	live_index_broken = false;
-	if (!fork_local_owns(registry_lock)) /* else found zero-filled: unlocked */
-		pthread_mutex_init(registry_lock, NULL);
+	fork_local_mutex_after_fork(registry_lock);
 	sampler_after_fork_child();
 	/* Every child of the same parent would otherwise draw the same first expiry (the
 	 * parent's generator does not move when it forks): mix in the child's tid. */

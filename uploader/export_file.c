@@ -103,12 +103,10 @@ struct exporter *export_file_new(const char *dir)
 	struct file_exporter *fe = calloc(1, sizeof(*fe));
 	if (!fe)
 		return NULL;
-	size_t len = strlen(dir); /* not snprintf: a start-up cost (common/digits.h) */
-	if (len >= sizeof(fe->dir)) {
+	if (snprintf(fe->dir, sizeof(fe->dir), "%s", dir) >= (int)sizeof(fe->dir)) {
 		free(fe);
 		return NULL;
 	}
-	memcpy(fe->dir, dir, len + 1);
 	int rc = make_dirs(dir);
 	if (rc < 0) {
 		log_warn("DD_PROFILING_OUTPUT_DIR=\"%s\" cannot be created (%s); profiles will "

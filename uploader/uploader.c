@@ -181,10 +181,8 @@ static uint64_t process_cpu_ns(void)
 
 FORK_CHILD_PATH static void control_init(void)
 {
-	/* On the fork-local page, a fork child finds the lock zero-filled: unlocked. Left
-	 * untouched then (each page a child touches costs it a fault). */
-	if (!fork_local_owns(ctl.lock))
-		pthread_mutex_init(ctl.lock, NULL);
+	/* At start-up too: a placed lock was initialized by uploader_place_lock. */
+	fork_local_mutex_after_fork(ctl.lock);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
