@@ -110,4 +110,5 @@ class Ctx:
         self.dir = tempfile.mkdtemp(prefix="ddprof-it-")
 
     def close(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)

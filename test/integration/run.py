@@ -38,6 +38,9 @@ def main():
             print("integration: missing %s (run make)" % path)
             print("integration: 0 passed, 1 failed")
             return 1
+    # --keep: a failing test's directory (its profiles, its workload's files) is left
+    # for a look instead of removed.
+    keep = "--keep" in sys.argv
     passed = failed = 0
     for name, fn in collect():
         if sel and sel not in name:
@@ -51,6 +54,9 @@ def main():
         except Exception as e:  # noqa: BLE001 - report every failure, keep going
             failed += 1
             print("integration: FAIL %s (%.1fs): %s" % (name, time.monotonic() - t0, e))
+            if keep:
+                print("integration: kept %s" % ctx.dir)
+                ctx.dir = None
             if itest.VERBOSE or not isinstance(e, itest.TestFailure):
                 traceback.print_exc()
         finally:
