@@ -149,7 +149,9 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 {
 	int saved_errno = errno;
 	uint64_t value = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-	if (si->si_code != SI_TIMER || (uint32_t)value != SAMPLER_COOKIE) {
+	uint32_t cookie = (uint32_t)value;
+	if (si->si_code != SI_TIMER ||
+	    (cookie != SAMPLER_COOKIE && cookie != SAMPLER_COOKIE_CREDIT)) {
 		/* Not one of our timers (kill, another library's timer): we only chose a
 		 * signal nobody handled, so there is no handler to forward to. */
 		atomic_fetch_add_explicit(&foreign_signals, 1, memory_order_relaxed);
@@ -169,11 +171,18 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	 * before it, the part before the timer was armed included (a thread armed late
 	 * by threads_service). Not the clock read here: the kernel checks CPU timers at
 	 * its tick, so that would count the lag to the tick twice. The CPU after the last
-	 * expiry is added at the thread's end. */
+	 * expiry is added at the thread's end. A thread found by the start-up scan
+	 * (SAMPLER_COOKIE_CREDIT) keeps whole periods, and its first sample adds the CPU
+	 * it used before the profiler started. */
 	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
-	if (ts->exact && !ts->first_seen) {
-		weight = weight - sampler_period + (value >> 32) * 1000;
-		ts->first_seen = true;
+	if (!ts->first_seen) {
+		if (ts->exact) {
+			weight = weight - sampler_period + (value >> 32) * 1000;
+			ts->first_seen = true;
+		} else if (cookie == SAMPLER_COOKIE_CREDIT) {
+			weight += (value >> 32) * 1000;
+			ts->first_seen = true;
+		}
 	}
 	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || ts->internal) {
 		errno = saved_errno;

@@ -19,18 +19,21 @@
 #include "agent/unwind.h"
 
 /* Put in the low 32 bits of our timers' sigev_value, so the handler tells them from
- * other senders. The high 32 bits carry where the timer's first expiry falls on its
- * thread's CPU clock, in microseconds (the weight of an exact thread's first sample:
- * sampler_thread_armed): sampler_timer_value(first_ns). For a thread that armed its
- * own timer as it started, its offset from then: the microseconds before are added at
- * its end. */
+ * other senders. With SAMPLER_COOKIE, the high 32 bits carry where the timer's first
+ * expiry falls on its thread's CPU clock, in microseconds (the weight of an exact
+ * thread's first sample: sampler_thread_armed). For a thread that armed its own timer
+ * as it started, its offset from then: the microseconds before are added at its end.
+ * With SAMPLER_COOKIE_CREDIT (a thread the start-up scan found: it ran before the
+ * profiler), they carry the CPU it had used when its timer was armed, which its first
+ * sample weighs on top of its periods. */
 #define SAMPLER_COOKIE 0x0dd9f0fU
-static inline void *sampler_timer_value(uint64_t first_ns)
+#define SAMPLER_COOKIE_CREDIT 0x0dd9f1fU
+static inline void *sampler_timer_value(uint64_t ns, uint32_t cookie)
 {
-	uint64_t us = first_ns / 1000;
+	uint64_t us = ns / 1000;
 	if (us > UINT32_MAX)
 		us = UINT32_MAX; /* 71 minutes of CPU before arming: the end adds the rest */
-	return (void *)(uintptr_t)((us << 32) | SAMPLER_COOKIE);
+	return (void *)(uintptr_t)((us << 32) | cookie);
 }
 
 /*

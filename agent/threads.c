@@ -212,24 +212,32 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 /* Creates the timer of tid and arms it, first expiry after first ns of its CPU: from
  * now (after_now: tid is another thread, which may have used CPU already and may end
  * meanwhile; one system call more), or from 0 (the calling thread, which just
- * started). No registry state: the caller may or may not hold the lock. 0 or a
- * negative errno; after_now: -ESRCH when tid is no thread of ours any more (not a
- * failure: it ended). */
-FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, timer_t *out)
+ * started). credit (with after_now: a thread the start-up scan found): its first sample
+ * also weighs the CPU it used until now (SAMPLER_COOKIE_CREDIT). No registry state:
+ * the caller may or may not hold the lock. 0 or a negative errno; after_now: -ESRCH
+ * when tid is no thread of ours any more (not a failure: it ended). */
+FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, bool credit,
+				     timer_t *out)
 {
 	int flags = 0;
+	void *value = NULL;
 	if (after_now) {
 		struct timespec cpu;
 		if (clock_gettime(THREAD_CPU_CLOCK(tid), &cpu) != 0)
 			return -ESRCH; /* EINVAL: no such thread */
-		first += (uint64_t)cpu.tv_sec * 1000000000ULL + (uint64_t)cpu.tv_nsec;
+		uint64_t used = (uint64_t)cpu.tv_sec * 1000000000ULL + (uint64_t)cpu.tv_nsec;
+		first += used;
 		flags = TIMER_ABSTIME; /* on its CPU clock: exact whatever it runs meanwhile */
+		if (credit)
+			value = sampler_timer_value(used, SAMPLER_COOKIE_CREDIT);
 	}
+	if (!value)
+		value = sampler_timer_value(first, SAMPLER_COOKIE);
 	struct sigevent sev;
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_THREAD_ID;
 	sev.sigev_signo = timer_signo;
-	sev.sigev_value.sival_ptr = sampler_timer_value(first);
+	sev.sigev_value.sival_ptr = value;
 	sev._sigev_un._tid = tid;
 	if (timer_create(THREAD_CPU_CLOCK(tid), &sev, out) != 0) {
 		int err = errno;
@@ -261,12 +269,13 @@ FORK_CHILD_PATH static uint64_t first_expiry(void)
 }
 
 /* Registry lock held. Creates and arms the timer of e->tid. self: e is the calling
- * thread (exact: see sampler_thread_armed). */
+ * thread (exact: see sampler_thread_armed); else a thread the start-up scan found,
+ * whose CPU so far its first sample adds. */
 FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self, bool exact)
 {
 	if (self)
 		sampler_thread_armed(exact);
-	int rc = arm_timer(e->tid, first_expiry(), false, &e->timer);
+	int rc = arm_timer(e->tid, first_expiry(), !self, !self, &e->timer);
 	e->has_timer = rc == 0;
 	return rc;
 }
@@ -533,7 +542,7 @@ uint64_t threads_service(uint64_t now)
 	}
 	pthread_mutex_unlock(registry_lock);
 	for (size_t i = 0; i < n; i++)
-		due[i].rc = arm_timer(due[i].tid, due[i].first, true, &due[i].timer);
+		due[i].rc = arm_timer(due[i].tid, due[i].first, true, false, &due[i].timer);
 	/* Nothing pending but threads came since the last call: a process creating
 	 * short threads one after another (most end before the service runs). Another
 	 * look a little later, so that the next ones need no kick. */

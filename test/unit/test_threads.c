@@ -155,11 +155,12 @@ static int our_kernel_timers(void)
 	FILE *f = fopen("/proc/self/timers", "r");
 	if (!f)
 		return -1;
-	char line[256], want[64];
+	char line[256], want[64], want_credit[64];
 	snprintf(want, sizeof(want), "%08x\n", SAMPLER_COOKIE); /* low half of the value */
+	snprintf(want_credit, sizeof(want_credit), "%08x\n", SAMPLER_COOKIE_CREDIT);
 	int n = 0;
 	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "signal:", 7) && strstr(line, want))
+		if (!strncmp(line, "signal:", 7) && (strstr(line, want) || strstr(line, want_credit)))
 			n++;
 	fclose(f);
 	return n;
@@ -501,6 +502,64 @@ START_TEST(test_scan_arms_every_existing_thread)
 }
 END_TEST
 
+/* A thread that ran before the profiler (found by the start-up scan) burns 60 ms, is
+ * armed by the scan, then burns 40 ms more: its first sample must weigh the 60 ms
+ * before (a constructor's thread, or one the scan reaches late on a busy machine), and
+ * the whole within a period of its 100 ms (whole-period weights after that). */
+struct early_job {
+	atomic_int phase; /* 1 burned its 60 ms, 2 scanned (main), 3 done */
+	pid_t tid;
+	uint64_t cpu_ns;
+	uint64_t first_credit_ns, cpu_at_first_ns;
+};
+
+static void *early_main(void *arg)
+{
+	struct early_job *j = arg;
+	j->tid = sampler_gettid();
+	burn_until(60 * MS);
+	atomic_store(&j->phase, 1);
+	while (atomic_load(&j->phase) != 2)
+		;
+	while (!sampler_thread_sampled())
+		burn_until(thread_cpu_ns() + MS / 10);
+	j->first_credit_ns = credited(j->tid, 0).cpu_ns;
+	j->cpu_at_first_ns = thread_cpu_ns();
+	burn_until(100 * MS);
+	j->cpu_ns = thread_cpu_ns();
+	atomic_store(&j->phase, 3);
+	while (!atomic_load(&scan_release))
+		usleep(1000);
+	return NULL;
+}
+
+START_TEST(test_scanned_thread_credited_its_cpu_before_the_scan)
+{
+	start_agent(10 * MS);
+	atomic_store(&scan_release, false);
+	struct early_job j = {0};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, early_main, &j), 0);
+	while (atomic_load(&j.phase) != 1)
+		usleep(1000);
+	ck_assert_int_ge(threads_scan_existing(), 1);
+	atomic_store(&j.phase, 2);
+	while (atomic_load(&j.phase) != 3)
+		usleep(1000);
+	ck_assert_msg(j.first_credit_ns >= 60 * MS && j.first_credit_ns <= j.cpu_at_first_ns + 10 * MS,
+		      "first sample weighs %.3f ms at %.3f ms of CPU (60 ms before the scan)",
+		      j.first_credit_ns / 1e6, j.cpu_at_first_ns / 1e6);
+	struct credit c = credited(j.tid, 0);
+	/* Whole periods after the first: off by less than one, plus a tick's lag. */
+	int64_t err = (int64_t)c.cpu_ns - (int64_t)j.cpu_ns;
+	ck_assert_msg(err > -15 * (int64_t)MS && err < 10 * (int64_t)MS,
+		      "credited %.3f ms for %.3f ms of CPU", c.cpu_ns / 1e6, j.cpu_ns / 1e6);
+	atomic_store(&scan_release, true);
+	pthread_join(t, NULL);
+	threads_reap();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -518,6 +577,7 @@ int main(void)
 	/* (It would leave ThreadSanitizer's own thread armed for the tests after it, which
 	 * share the process there.) */
 	tcase_add_test(tc, test_scan_arms_every_existing_thread);
+	tcase_add_test(tc, test_scanned_thread_credited_its_cpu_before_the_scan);
 #endif
 	tcase_add_test(tc, test_registry_forgets_threads_without_samples);
 	tcase_add_test(tc, test_deferred_short_threads_make_no_timer);
