@@ -223,13 +223,44 @@ def write(resdir, name, obj):
         json.dump(obj, f, indent=1)
 
 
+def grouped(groups, rounds, measure):
+    """Like paired, but each round runs a baseline with every candidate of a group (one
+    group per rate: libddprof and gperftools), all in random order: the candidates of
+    a group share their baseline, and compare with each other directly in the same
+    round, without the noise of two baselines. Returns, per group, a list of
+    {name: measure} per round (Hung runs leave their round out)."""
+    base = Profiler("none")
+    out = [[] for _ in groups]
+    for _ in range(rounds):
+        for gi in random.sample(range(len(groups)), len(groups)):
+            members = [base] + list(groups[gi])
+            random.shuffle(members)
+            got = {}
+            try:
+                for c in members:
+                    got[c.name] = measure(c)
+                    c.cleanup()
+            except Hung as e:
+                print("  %s (killed, round left out)" % e)
+                HUNG[c.name] = HUNG.get(c.name, 0) + 1
+                c.cleanup()
+                continue
+            out[gi].append(got)
+    return out
+
+
+OVERHEAD_KEYS = ("work_wall", "work_cpu", "proc_wall", "proc_cpu")
+
+
 def bench_overhead(resdir):
     rates = [19, 99, 250, 1000]
     millions = 200 if QUICK else 600
-    # 11 pairs: the ratios move by about 1% from run to run here, as much as the
-    # differences at stake (gperftools at 1 kHz measured 0.990 with 7).
+    # 11 rounds: the ratios move by about 1% from run to run here, as much as the
+    # differences at stake (gperftools at 1 kHz measured 0.990 with 7). Each round runs
+    # the baseline, libddprof and gperftools back to back: the comparison with
+    # gperftools is the median of their ratio within a round.
     rounds = 2 if QUICK else 11
-    cands = [Profiler(k, hz) for hz in rates for k in ("libddprof", "gperftools")]
+    groups = [[Profiler(k, hz) for k in ("libddprof", "gperftools")] for hz in rates]
 
     def measure(prof):
         out, wall, cpu, _ = run(prof, [os.path.join(BENCH, "fixed_work"), "2", str(millions)])
@@ -237,25 +268,33 @@ def bench_overhead(resdir):
         return {"work_wall": f["wall_s"], "work_cpu": f["cpu_s"], "proc_wall": wall,
                 "proc_cpu": cpu}
 
-    pairs = paired(cands, rounds, measure)
+    results = grouped(groups, rounds, measure)
     res = {"threads": 2, "millions_per_thread": millions, "rounds": rounds, "rows": []}
-    for c in cands:
-        ps = pairs[c.name]
-        row = {"profiler": c.kind, "hz": c.hz,
-               "base_work_wall": median([b["work_wall"] for b, _ in ps])}
-        for k in ("work_wall", "work_cpu", "proc_wall", "proc_cpu"):
-            row[k] = median([m[k] / b[k] for b, m in ps])
-        # Wall time outside the work (start-up, exit flush), beyond the baseline's.
-        row["outside_ms"] = median([((m["proc_wall"] - m["work_wall"]) -
-                                     (b["proc_wall"] - b["work_wall"])) * 1e3 for b, m in ps])
-        res["rows"].append(row)
+    for group, rs in zip(groups, results):
+        for c in group:
+            ps = [(r["none"], r[c.name]) for r in rs]
+            row = {"profiler": c.kind, "hz": c.hz,
+                   "base_work_wall": median([b["work_wall"] for b, _ in ps])}
+            for k in OVERHEAD_KEYS:
+                row[k] = median([m[k] / b[k] for b, m in ps])
+            # Wall time outside the work (start-up, exit flush), beyond the baseline's.
+            row["outside_ms"] = median([((m["proc_wall"] - m["work_wall"]) -
+                                         (b["proc_wall"] - b["work_wall"])) * 1e3
+                                        for b, m in ps])
+            if c.kind == "libddprof":
+                g = [x for x in group if x.kind == "gperftools"][0]
+                row["vs_gperftools"] = {k: median([r[c.name][k] / r[g.name][k] for r in rs])
+                                        for k in OVERHEAD_KEYS}
+            res["rows"].append(row)
     write(resdir, "overhead.json", res)
     for r in res["rows"]:
         if r["work_wall"] is None:
             continue
-        print("  %-10s %5d Hz  work wall %.3f cpu %.3f  process wall %.3f cpu %.3f" %
+        vs = r.get("vs_gperftools")
+        print("  %-10s %5d Hz  work wall %.3f cpu %.3f  process wall %.3f cpu %.3f%s" %
               (r["profiler"], r["hz"], r["work_wall"], r["work_cpu"], r["proc_wall"],
-               r["proc_cpu"]))
+               r["proc_cpu"], "  / gperftools: work wall %.3f cpu %.3f" % (
+                   vs["work_wall"], vs["work_cpu"]) if vs and vs["work_wall"] else ""))
 
 
 def bench_accuracy(resdir):
