@@ -300,27 +300,40 @@ END_TEST
 /* A thread burns 20 ms of CPU before the service arms its timer, then 40 ms more: it
  * must be credited all 60 (the first sample weighs the CPU clock), not the 40 after. */
 struct late_job {
-	atomic_int phase; /* 1 registered and burned, 2 armed (main), 3 ended */
+	atomic_int phase; /* 1 burned (late_main: registered too), 2 armed by the test, 3 done */
 	pid_t tid;
 	uint64_t cpu_ns;
 	uint64_t first_credit_ns, cpu_at_first_ns; /* at its first sample */
 };
+
+/* In the job's thread: burns until its CPU clock reads cpu_ns, says so (phase 1), and
+ * waits for the test to arm its timer (phase 2). */
+static void burn_until_armed(struct late_job *j, uint64_t cpu_ns)
+{
+	burn_until(cpu_ns);
+	atomic_store(&j->phase, 1);
+	while (atomic_load(&j->phase) != 2)
+		;
+}
+
+/* In the job's thread: burns until its first sample, and notes what that one weighs. */
+static void note_first_sample(struct late_job *j)
+{
+	while (!sampler_thread_sampled())
+		burn_until(thread_cpu_ns() + MS / 10);
+	j->first_credit_ns = credited(j->tid, 0).cpu_ns;
+	j->cpu_at_first_ns = thread_cpu_ns();
+}
 
 __attribute__((noinline)) static void *late_main(void *arg)
 {
 	struct late_job *j = arg;
 	threads_start_self(false, 0);
 	j->tid = sampler_gettid();
-	burn_until(20 * MS);
-	atomic_store(&j->phase, 1);
-	while (atomic_load(&j->phase) != 2)
-		;
+	burn_until_armed(j, 20 * MS);
 	/* Its first sample, alone: it must weigh the 20 ms before the timer too (the end
 	 * account would make up for a wrong weight in the total). */
-	while (!sampler_thread_sampled())
-		burn_until(thread_cpu_ns() + MS / 10);
-	j->first_credit_ns = credited(j->tid, 0).cpu_ns;
-	j->cpu_at_first_ns = thread_cpu_ns();
+	note_first_sample(j);
 	burn_until(thread_cpu_ns() + 40 * MS);
 	struct sampler_thread_root root = {
 	    .start_fn = (uintptr_t)late_main,
@@ -506,25 +519,12 @@ END_TEST
  * armed by the scan, then burns 40 ms more: its first sample must weigh the 60 ms
  * before (a constructor's thread, or one the scan reaches late on a busy machine), and
  * the whole within a period of its 100 ms (whole-period weights after that). */
-struct early_job {
-	atomic_int phase; /* 1 burned its 60 ms, 2 scanned (main), 3 done */
-	pid_t tid;
-	uint64_t cpu_ns;
-	uint64_t first_credit_ns, cpu_at_first_ns;
-};
-
 static void *early_main(void *arg)
 {
-	struct early_job *j = arg;
+	struct late_job *j = arg;
 	j->tid = sampler_gettid();
-	burn_until(60 * MS);
-	atomic_store(&j->phase, 1);
-	while (atomic_load(&j->phase) != 2)
-		;
-	while (!sampler_thread_sampled())
-		burn_until(thread_cpu_ns() + MS / 10);
-	j->first_credit_ns = credited(j->tid, 0).cpu_ns;
-	j->cpu_at_first_ns = thread_cpu_ns();
+	burn_until_armed(j, 60 * MS);
+	note_first_sample(j);
 	burn_until(100 * MS);
 	j->cpu_ns = thread_cpu_ns();
 	atomic_store(&j->phase, 3);
@@ -537,7 +537,7 @@ START_TEST(test_scanned_thread_credited_its_cpu_before_the_scan)
 {
 	start_agent(10 * MS);
 	atomic_store(&scan_release, false);
-	struct early_job j = {0};
+	struct late_job j = {0};
 	pthread_t t;
 	ck_assert_int_eq(pthread_create(&t, NULL, early_main, &j), 0);
 	while (atomic_load(&j.phase) != 1)
