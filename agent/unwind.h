@@ -28,6 +28,10 @@
  * uploading, building unwind tables), added by the uploader so the profile accounts
  * for all the CPU the process used, the profiler's cost included. */
 #define PC_PROFILER ((uintptr_t)5)
+/* "[start-up]": the CPU the main thread used before the profiler started (the exec, the
+ * dynamic loader, constructors that ran before ours), in the first profile, so that
+ * its total is the process's CPU (uploader.h: uploader_note_startup_cpu). */
+#define PC_STARTUP ((uintptr_t)6)
 #define PC_SYNTHETIC_MAX ((uintptr_t)0xfff)
 
 struct unwind_regs {

@@ -114,6 +114,8 @@ static const char *synthetic_name(uintptr_t pc)
 		return "[incomplete]";
 	case PC_PROFILER:
 		return "[profiler]";
+	case PC_STARTUP:
+		return "[start-up]";
 	default:
 		return "[unknown]";
 	}
@@ -382,6 +384,10 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 		uintptr_t pc = PC_PROFILER;
 		uint64_t period = meta->period_ns ? meta->period_ns : 1;
 		add_sample(&b, &pc, 1, 0, (own_ns + period / 2) / period, own_ns);
+	}
+	if (meta->startup_cpu_ns > 0) {
+		uintptr_t pc = PC_STARTUP;
+		add_sample(&b, &pc, 1, meta->startup_tid, 0, meta->startup_cpu_ns);
 	}
 	uint64_t dropped = atomic_load_explicit(&p->dropped_samples, memory_order_relaxed);
 	uint64_t dropped_ns = atomic_load_explicit(&p->dropped_cpu_ns, memory_order_relaxed);

@@ -33,6 +33,10 @@ struct pprof_meta {
 	/* When set: called once the stacks are symbolized (the costly part), returns the
 	 * profiler's CPU time not yet in a profile, added as one "[profiler]" sample. */
 	uint64_t (*take_profiler_cpu_ns)(void);
+	/* When set: CPU of the thread startup_tid before the profiler started, added as one
+	 * "[start-up]" sample (CPU without a sample count). */
+	uint64_t startup_cpu_ns;
+	int32_t startup_tid;
 };
 
 struct pprof_stats {

@@ -331,6 +331,17 @@ static void note_unloaded_modules(struct symbolizer *sym)
 
 static void service_threads_while_busy(void);
 
+/* uploader_note_startup_cpu: written by the constructor before this thread exists (its
+ * creation orders the write before our reads), then by this thread only. */
+static uint64_t startup_cpu_ns;
+static pid_t startup_tid;
+
+void uploader_note_startup_cpu(pid_t tid, uint64_t cpu_ns)
+{
+	startup_tid = tid;
+	startup_cpu_ns = cpu_ns;
+}
+
 static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 {
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
@@ -351,7 +362,11 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 					  .end_ns = now,
 					  .period_ns = sampler_period_ns(),
 					  .pid = getpid(),
-					  .take_profiler_cpu_ns = take_profiler_cpu_ns};
+					  .take_profiler_cpu_ns = take_profiler_cpu_ns,
+					  /* The parent's start-up is the parent's. */
+					  .startup_cpu_ns = forked ? 0 : startup_cpu_ns,
+					  .startup_tid = startup_tid};
+		startup_cpu_ns = 0; /* in this profile, or lost with it: never twice */
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(&meta, comment_buf);
 		service_threads_while_busy();

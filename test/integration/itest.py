@@ -20,6 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.join(ROOT, "build")
 LIB = os.path.join(BUILD, "libddprof.so")
 DUMP = os.path.join(BUILD, "pprof-dump")
+# Debian's Python (gunicorn, Python workloads): the first python3 on PATH is another build.
+PYTHON = "/usr/bin/python3"
 WORKLOADS = os.path.join(BUILD, "workloads")
 VERBOSE = "-v" in sys.argv
 

@@ -3,8 +3,8 @@ import os
 import re
 import time
 
-from itest import (LIB, WORKLOADS, app_total, check, dump, go_pprof_top,
-                   profile_files, run_profiled, value_index)
+from itest import (LIB, PYTHON, WORKLOADS, app_total, check, dump, go_pprof_top,
+                   profile_files, profiler_ns, run_profiled, value_index)
 
 
 def cpu_accuracy(ctx, hz):
@@ -210,6 +210,65 @@ def test_short_threads_make_no_timer(ctx):
           "profile total %.3f s for %s s of process CPU" % (total, cpu))
     return "%d timers armed late of 2000 threads, peak %d, total/cpu %.3f" % (
         late, peak, total / cpu)
+
+
+STARTUP_SCRIPT = """
+import os, time
+def burn(s):
+    t = time.process_time()
+    while time.process_time() - t < s:
+        pass
+burn(0.2)
+pid = os.fork()
+burn(0.2)
+print("cpu_seconds %.6f pid %d" % (time.process_time(), os.getpid()), flush=True)
+if pid:
+    os.waitpid(pid, 0)
+"""
+
+
+def test_startup_cpu_is_in_the_first_profile(ctx):
+    """The CPU a process used before the agent's constructor (the exec, the dynamic
+    loader, constructors that ran before ours: here one burns 0.1 s on the main thread)
+    is in its first profile as "[start-up]" on the main thread, so the profile's total
+    is the process's CPU; a fork child's profiles do not carry it again."""
+    out = os.path.join(ctx.dir, "out")
+    early = os.path.join(WORKLOADS, "libearly_thread.so")
+    rc, stdout, stderr, _cpu, _wall = run_profiled(
+        [PYTHON, "-c", STARTUP_SCRIPT],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+         "LD_PRELOAD": LIB + " " + early, "EARLY_MAIN_BURN_SECONDS": "0.1",
+         "EARLY_BURN_SECONDS": "0"})
+    check(rc == 0, "workload exit %d: %s" % (rc, stderr))
+    used = {int(m.group(2)): float(m.group(1))
+            for m in re.finditer(r"cpu_seconds ([0-9.]+) pid (\d+)", stdout)}
+    check(len(used) == 2, "expected two processes to report: %r" % stdout)
+    parent = min(used)  # the child's pid is higher (no pid wrap in a test run)
+    found = {}
+    for pid in used:
+        profs = dump(profile_files(out, pid), stacks=True)
+        check(profs, "no profile for %d" % pid)
+        ti = value_index(profs[0], "cpu-time")
+        starts = [st for p in profs for st in p["stacks"] if st["frames"] == ["[start-up]"]]
+        found[pid] = sum(st["values"][ti] for st in starts) / 1e9
+        if pid != parent:
+            check(not starts, "fork child %d carries a start-up of %.3f s" % (pid, found[pid]))
+        else:
+            check(len(starts) == 1, "%d [start-up] samples in the parent" % len(starts))
+            check(starts[0]["labels"].get("thread id") == pid,
+                  "[start-up] labels %s, expected the main thread %d" % (starts[0]["labels"], pid))
+            # 0.1 s burnt, plus the exec and the loader (4 ms here, more when busy).
+            check(0.1 <= found[pid] <= 0.15, "[start-up] holds %.3f s" % found[pid])
+        # What the process reported (its clock counts from the exec, or from the
+        # fork) holds the application's CPU and part of the profiler's (its unwind
+        # tables; its exit flush comes after the report, tens of ms to name Python),
+        # not Python's own exit after the report (~10 ms).
+        app = app_total(profs, ti) / 1e9
+        prof = profiler_ns(profs, ti) / 1e9
+        check(used[pid] - prof - 0.02 * used[pid] <= app <= used[pid] + 0.03,
+              "process %d: profile %.3f s (and %.3f s [profiler]) for %.3f s of CPU"
+              % (pid, app, prof, used[pid]))
+    return "start-up %.3f s in the parent, none in the child" % found[parent]
 
 
 def test_threads_started_before_the_agent_are_sampled(ctx):

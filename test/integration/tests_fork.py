@@ -13,9 +13,9 @@ import threading
 import time
 import urllib.request
 
-from itest import (LIB, WORKLOADS, app_total, check, dump, profile_files, run_profiled, value_index)
+from itest import (LIB, PYTHON, WORKLOADS, app_total, check, dump, profile_files, run_profiled,
+                   value_index)
 
-PYTHON = "/usr/bin/python3"
 
 
 def pid_of(path):

@@ -5,11 +5,10 @@ import re
 import subprocess
 import tempfile
 
-from itest import (ROOT, WORKLOADS, app_total, check, dump, go_pprof_top, profile_files,
+from itest import (PYTHON, ROOT, WORKLOADS, app_total, check, dump, go_pprof_top, profile_files,
                    run_profiled, value_index)
 
 INLINE_SRC = os.path.join(ROOT, "test", "workloads", "inline_hot.c")
-PYTHON = "/usr/bin/python3"
 SYMBOLIZE_RE = re.compile(
     r"pprof: (\d+) locations symbolized in ([0-9.]+) ms: (\d+) pcs resolved \(([^,]*), "
     r"([0-9.]+) ms CPU\), (\d+) cached; symbolizer (\d+) bytes, pc cache (\d+) bytes")

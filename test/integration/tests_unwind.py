@@ -7,10 +7,10 @@ Stacks the unwinder could not finish end in "[incomplete]" and do not count as r
 import os
 import re
 
-from itest import PROFILER_FRAME, WORKLOADS, check, dump, go_pprof_top, profile_files, run_profiled, value_index
+from itest import (PYTHON, PROFILER_FRAME, WORKLOADS, check, dump, go_pprof_top, profile_files,
+                   run_profiled, value_index)
 
 ROOTS = {"_start", "__libc_start_main", "clone", "clone3", "start_thread"}
-PYTHON = "/usr/bin/python3"
 
 # A pure-Python CPU loop: recursion keeps several interpreter frames on the C stack.
 PY_LOOP = """

@@ -15,10 +15,9 @@ import socket
 import subprocess
 import time
 
-from itest import (ROOT, WORKLOADS, app_total, check, dump, profile_files, run_profiled,
+from itest import (PYTHON, ROOT, WORKLOADS, app_total, check, dump, profile_files, run_profiled,
                    value_index)
 
-PYTHON = "/usr/bin/python3"
 SERVER = os.path.join(ROOT, "scripts", "intake_server.py")
 CPU_SPLIT = os.path.join(WORKLOADS, "cpu_split")
 with open(os.path.join(ROOT, "VERSION")) as _f:

@@ -77,12 +77,22 @@ static void teardown(void)
 	profiles_destroy(&pp);
 }
 
+/* The next build's pprof_meta.startup_cpu_ns and startup_tid (then cleared). */
+static uint64_t next_startup_ns;
+static int32_t next_startup_tid;
+
 /* Serializes the active profile after a swap and decodes it into *out. */
 static void build_and_decode(struct pprof_profile *out, size_t *gz_len)
 {
 	struct profile *p = profiles_swap(&pp, 5000);
-	struct pprof_meta meta = {
-	    .start_ns = p->start_ns, .end_ns = 5000, .period_ns = PERIOD_NS, .pid = 4242};
+	struct pprof_meta meta = {.start_ns = p->start_ns,
+				  .end_ns = 5000,
+				  .period_ns = PERIOD_NS,
+				  .pid = 4242,
+				  .startup_cpu_ns = next_startup_ns,
+				  .startup_tid = next_startup_tid};
+	next_startup_ns = 0;
+	next_startup_tid = 0;
 	meta.comments[meta.ncomments++] = "service:unit";
 	struct pb_buf gz;
 	pb_init(&gz);
@@ -193,6 +203,35 @@ START_TEST(test_cpu_without_samples_is_kept)
 	ck_assert_int_eq(prof.samples[0].values[0], 0);
 	ck_assert_int_eq(prof.samples[0].values[1], 1234567);
 	ck_assert_str_eq(leaf_name(&prof, &prof.samples[0]), "known_leaf_function");
+	pprof_free(&prof);
+}
+END_TEST
+
+/* The main thread's CPU before the profiler started: one "[start-up]" sample, CPU
+ * without a count, under that thread's id, beside the samples. */
+START_TEST(test_startup_cpu_is_its_own_sample)
+{
+	uintptr_t a[] = {(uintptr_t)known_leaf_function + 2};
+	profiles_record(&pp, 9, a, 1, PERIOD_NS);
+	next_startup_ns = 4200000;
+	next_startup_tid = 9;
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	ck_assert_uint_eq(prof.num_samples, 2);
+	int found = 0;
+	for (size_t i = 0; i < prof.num_samples; i++) {
+		const struct pprof_sample *s = &prof.samples[i];
+		if (strcmp(leaf_name(&prof, s), "[start-up]") != 0)
+			continue;
+		found++;
+		ck_assert_int_eq(s->values[0], 0);
+		ck_assert_int_eq(s->values[1], 4200000);
+		ck_assert_uint_eq(s->num_location_ids, 1);
+		const struct pprof_label *tid = label(&prof, s, "thread id");
+		ck_assert_ptr_nonnull(tid);
+		ck_assert_int_eq(tid->num, 9);
+	}
+	ck_assert_int_eq(found, 1);
 	pprof_free(&prof);
 }
 END_TEST
@@ -417,6 +456,7 @@ int main(void)
 	tcase_add_test(tc, test_pcs_of_one_function_share_it);
 	tcase_add_test(tc, test_incomplete_frame_is_named);
 	tcase_add_test(tc, test_cpu_without_samples_is_kept);
+	tcase_add_test(tc, test_startup_cpu_is_its_own_sample);
 	tcase_add_test(tc, test_unnamed_pc_keeps_mapping_and_address);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);

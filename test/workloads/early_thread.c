@@ -3,6 +3,8 @@
  * constructor runs first and starts a thread that burns CPU in early_burn for the
  * number of CPU seconds in EARLY_BURN_SECONDS (default 1). That thread exists before
  * the agent's constructor: the agent must find it in /proc/self/task and sample it.
+ * With EARLY_MAIN_BURN_SECONDS, the main thread first burns that much CPU in this
+ * constructor (the early thread then burns EARLY_BURN_SECONDS: 0 for none).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
@@ -34,6 +36,11 @@ static void *early_main(void *arg)
 
 __attribute__((constructor)) static void start_early(void)
 {
+	/* EARLY_MAIN_BURN_SECONDS: CPU the main thread burns here first, before the
+	 * agent's constructor (start-up work the agent must still account for). */
+	const char *m = getenv("EARLY_MAIN_BURN_SECONDS");
+	if (m)
+		early_burn(atof(m));
 	/* Named here, before this constructor returns (and so before the agent's runs):
 	 * a name set by the thread itself could race with the agent's /proc scan. */
 	if (pthread_create(&early, NULL, early_main, NULL) == 0)
