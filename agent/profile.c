@@ -142,6 +142,21 @@ FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_
 	}
 	atomic_store_explicit(&pp->active, 0, memory_order_relaxed);
 	pp->p[0].start_ns = now_ns;
+	pp->startup_cpu_ns = 0; /* the parent's start-up is the parent's */
+}
+
+void profiles_note_startup(struct profile_pair *pp, int32_t tid, uint64_t cpu_ns)
+{
+	pp->startup_tid = tid;
+	pp->startup_cpu_ns = cpu_ns;
+}
+
+uint64_t profiles_take_startup(struct profile_pair *pp, int32_t *tid)
+{
+	uint64_t ns = pp->startup_cpu_ns;
+	pp->startup_cpu_ns = 0;
+	*tid = pp->startup_tid;
+	return ns;
 }
 
 void profile_start_if_unset(struct profile *p, uint64_t ns)

@@ -37,6 +37,11 @@ struct profile {
 struct profile_pair {
 	struct profile p[2];
 	_Atomic unsigned active; /* index into p */
+	/* profiles_note_startup: written by the constructor before the uploader thread
+	 * exists (its creation orders the write before that thread's reads), then by
+	 * that thread only; zero in a fork child. */
+	uint64_t startup_cpu_ns;
+	int32_t startup_tid;
 };
 
 /* Reserves both profiles (ceiling bytes each). 0 or negative errno. */
@@ -69,6 +74,14 @@ static inline bool profile_has_data(struct profile *p)
 /* True when neither profile holds a sample or CPU time (relaxed reads: a sample racing with the
  * call may or may not be seen). Any thread. */
 bool profiles_empty(struct profile_pair *pp);
+
+/* Constructor: the main thread (tid) had used cpu_ns of CPU when its timer was armed
+ * (the exec, the dynamic loader, earlier constructors). The first profile with samples
+ * carries it as "[start-up]" (profiles_take_startup, uploader thread); a process never
+ * sampled writes no profile for it, and a fork child does not carry its parent's. */
+void profiles_note_startup(struct profile_pair *pp, int32_t tid, uint64_t cpu_ns);
+/* Uploader thread: the noted start-up CPU (0 when none or already taken) and its tid. */
+uint64_t profiles_take_startup(struct profile_pair *pp, int32_t *tid);
 
 /* The active profile, for reading its counters (diagnostics). */
 struct profile *profiles_active(struct profile_pair *pp);

@@ -30,7 +30,7 @@
 #define PC_PROFILER ((uintptr_t)5)
 /* "[start-up]": the CPU the main thread used before the profiler started (the exec, the
  * dynamic loader, constructors that ran before ours), in the first profile, so that
- * its total is the process's CPU (uploader.h: uploader_note_startup_cpu). */
+ * its total is the process's CPU (profile.h: profiles_note_startup). */
 #define PC_STARTUP ((uintptr_t)6)
 #define PC_SYNTHETIC_MAX ((uintptr_t)0xfff)
 

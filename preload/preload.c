@@ -410,7 +410,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	 * late into a running process (dlopen): that CPU predates the first profile. */
 	struct timespec pre;
 	if (is_main && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pre) == 0 && pre.tv_sec == 0)
-		uploader_note_startup_cpu(sampler_gettid(), (uint64_t)pre.tv_nsec);
+		profiles_note_startup(profiles, sampler_gettid(), (uint64_t)pre.tv_nsec);
 	threads_start_self(is_main, 0);
 	threads_scan_existing();
 	rc = uploader_start(&cfg, profiles, real_pthread_create);

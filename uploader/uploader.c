@@ -331,17 +331,6 @@ static void note_unloaded_modules(struct symbolizer *sym)
 
 static void service_threads_while_busy(void);
 
-/* uploader_note_startup_cpu: written by the constructor before this thread exists (its
- * creation orders the write before our reads), then by this thread only. */
-static uint64_t startup_cpu_ns;
-static pid_t startup_tid;
-
-void uploader_note_startup_cpu(pid_t tid, uint64_t cpu_ns)
-{
-	startup_tid = tid;
-	startup_cpu_ns = cpu_ns;
-}
-
 static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 {
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
@@ -362,11 +351,9 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 					  .end_ns = now,
 					  .period_ns = sampler_period_ns(),
 					  .pid = getpid(),
-					  .take_profiler_cpu_ns = take_profiler_cpu_ns,
-					  /* The parent's start-up is the parent's. */
-					  .startup_cpu_ns = forked ? 0 : startup_cpu_ns,
-					  .startup_tid = startup_tid};
-		startup_cpu_ns = 0; /* in this profile, or lost with it: never twice */
+					  .take_profiler_cpu_ns = take_profiler_cpu_ns};
+		/* In this profile, or lost with it: never twice. */
+		meta.startup_cpu_ns = profiles_take_startup(up_profiles, &meta.startup_tid);
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(&meta, comment_buf);
 		service_threads_while_busy();

@@ -57,12 +57,6 @@ bool uploader_modules_wake(void);
 /* Starts the thread. cfg and pp must outlive the uploader. 0 or negative errno. */
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
 
-/* Constructor, before uploader_start: the main thread (tid) had used cpu_ns of CPU when
- * its timer was armed (the exec, the dynamic loader, earlier constructors). The first
- * profile with samples carries it as "[start-up]"; a process that never has one (too
- * short to be sampled) writes no profile for it, and a fork child never carries it. */
-void uploader_note_startup_cpu(pid_t tid, uint64_t cpu_ns);
-
 /* Normal context: a fork child whose thread is not started yet starts it now (the
  * application creates a thread, loads a library, or flushes). Cheap otherwise: one
  * relaxed load. */

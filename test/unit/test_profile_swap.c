@@ -356,8 +356,11 @@ START_TEST(test_reinit_after_fork_forgets_both_profiles_and_writers)
 	profiles_record(&pp, 7, stack_a, 3, 10);
 	profiles_swap(&pp, 1); /* profile 0 swapped out, not reset */
 	profiles_record(&pp, 7, stack_a, 3, 20);
-	atomic_fetch_add(&pp.p[1].writers, 1); /* a parent thread that was inside */
+	atomic_fetch_add(&pp.p[1].writers, 1);	/* a parent thread that was inside */
+	profiles_note_startup(&pp, 7, 4000000); /* the parent's, not yet uploaded */
 	profiles_reinit_after_fork(&pp, 99);
+	int32_t tid = -1;
+	ck_assert_uint_eq(profiles_take_startup(&pp, &tid), 0);
 	ck_assert_ptr_eq(profiles_active(&pp), &pp.p[0]);
 	ck_assert_uint_eq(pp.p[0].start_ns, 99);
 	for (int i = 0; i < 2; i++) {
@@ -377,6 +380,21 @@ START_TEST(test_reinit_after_fork_forgets_both_profiles_and_writers)
 }
 END_TEST
 
+/* The main thread's CPU before the profiler: taken once, by the first profile. */
+START_TEST(test_startup_cpu_is_taken_once)
+{
+	struct profile_pair pp;
+	ck_assert_int_eq(profiles_init(&pp, MIB, 0), 0);
+	int32_t tid = -1;
+	ck_assert_uint_eq(profiles_take_startup(&pp, &tid), 0);
+	profiles_note_startup(&pp, 7, 4000000);
+	ck_assert_uint_eq(profiles_take_startup(&pp, &tid), 4000000);
+	ck_assert_int_eq(tid, 7);
+	ck_assert_uint_eq(profiles_take_startup(&pp, &tid), 0);
+	profiles_destroy(&pp);
+}
+END_TEST
+
 static Suite *profile_swap_suite(void)
 {
 	Suite *s = suite_create("profile_swap");
@@ -386,6 +404,7 @@ static Suite *profile_swap_suite(void)
 	tcase_add_test(tc, test_profile_reset_empties_counters_trie_and_region);
 	tcase_add_test(tc, test_swap_waits_for_writers_to_leave);
 	tcase_add_test(tc, test_reinit_after_fork_forgets_both_profiles_and_writers);
+	tcase_add_test(tc, test_startup_cpu_is_taken_once);
 	tcase_add_test(tc, test_swap_loses_no_sample);
 	tcase_add_test(tc, test_swap_loses_no_sample_when_the_ceiling_drops_new_stacks);
 	suite_add_tcase(s, tc);

@@ -160,7 +160,8 @@ static int our_kernel_timers(void)
 	snprintf(want_credit, sizeof(want_credit), "%08x\n", SAMPLER_COOKIE_CREDIT);
 	int n = 0;
 	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "signal:", 7) && (strstr(line, want) || strstr(line, want_credit)))
+		if (!strncmp(line, "signal:", 7) &&
+		    (strstr(line, want) || strstr(line, want_credit)))
 			n++;
 	fclose(f);
 	return n;
@@ -546,7 +547,8 @@ START_TEST(test_scanned_thread_credited_its_cpu_before_the_scan)
 	atomic_store(&j.phase, 2);
 	while (atomic_load(&j.phase) != 3)
 		usleep(1000);
-	ck_assert_msg(j.first_credit_ns >= 60 * MS && j.first_credit_ns <= j.cpu_at_first_ns + 10 * MS,
+	ck_assert_msg(j.first_credit_ns >= 60 * MS &&
+			  j.first_credit_ns <= j.cpu_at_first_ns + 10 * MS,
 		      "first sample weighs %.3f ms at %.3f ms of CPU (60 ms before the scan)",
 		      j.first_credit_ns / 1e6, j.cpu_at_first_ns / 1e6);
 	struct credit c = credited(j.tid, 0);
