@@ -262,10 +262,11 @@ def test_startup_cpu_is_in_the_first_profile(ctx):
         # What the process reported (its clock counts from the exec, or from the
         # fork) holds the application's CPU and part of the profiler's (its unwind
         # tables; its exit flush comes after the report, tens of ms to name Python),
-        # not Python's own exit after the report (~10 ms).
+        # not Python's own exit after the report (10 ms; 40 ms with both cores busy).
+        # A start-up counted again in the child would add 0.1 s.
         app = app_total(profs, ti) / 1e9
         prof = profiler_ns(profs, ti) / 1e9
-        check(used[pid] - prof - 0.02 * used[pid] <= app <= used[pid] + 0.03,
+        check(used[pid] - prof - 0.02 * used[pid] <= app <= used[pid] + 0.06,
               "process %d: profile %.3f s (and %.3f s [profiler]) for %.3f s of CPU"
               % (pid, app, prof, used[pid]))
     return "start-up %.3f s in the parent, none in the child" % found[parent]
