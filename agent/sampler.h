@@ -23,9 +23,9 @@
  * expiry falls on its thread's CPU clock, in microseconds (the weight of an exact
  * thread's first sample: sampler_thread_armed). For a thread that armed its own timer
  * as it started, its offset from then: the microseconds before are added at its end.
- * SAMPLER_COOKIE_CREDIT marks a thread the start-up scan found (it ran before the
- * profiler): its first sample weighs that position too, the CPU before the scan
- * included, and it is exact from then on. */
+ * With SAMPLER_COOKIE_CREDIT (a thread the start-up scan found: it ran before the
+ * profiler), they carry the CPU it had used when its timer was armed, which its first
+ * sample weighs on top of its periods. */
 #define SAMPLER_COOKIE 0x0dd9f0fU
 #define SAMPLER_COOKIE_CREDIT 0x0dd9f1fU
 static inline void *sampler_timer_value(uint64_t ns, uint32_t cookie)

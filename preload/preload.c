@@ -69,11 +69,7 @@ static thread_create_fn resolve_pthread_create(void)
 
 static void thread_end(void *root)
 {
-	/* A thread that started before the constructor ran (another library's
-	 * constructor started it) ends here too: if the start-up scan armed its timer,
-	 * its CPU since its last sample is accounted like any thread's. */
-	if (atomic_load_explicit(&agent_running, memory_order_acquire))
-		threads_exit_self(root);
+	threads_exit_self(root);
 }
 
 /* In a section of its own: the serializer leaves it out of stacks (uploader/pprof.c). */
@@ -82,10 +78,10 @@ __attribute__((section("ddprof_trampoline"))) static void *thread_trampoline(voi
 	struct thread_start start;
 	memcpy(&start, p, offsetof(struct thread_start, busy));
 	thread_start_release(p);
-	/* Acquire pairs with the constructor's release: its set-up is visible. Not yet
-	 * running: the start-up scan will find this thread. */
-	if (atomic_load_explicit(&agent_running, memory_order_acquire))
-		threads_start_self(false, start.stack_size);
+	/* Acquire pairs with the constructor's release: its set-up is visible. */
+	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
+		return start.fn(start.arg);
+	threads_start_self(false, start.stack_size);
 	/* However the thread ends (return, pthread_exit, cancellation), thread_end runs.
 	 * A cleanup handler, not a pthread key destructor: glibc walks every key slot of
 	 * a thread that set one (callgrind: ~770 instructions less per thread). root:
