@@ -27,6 +27,11 @@
  * profiler), they carry the CPU it had used when its timer was armed, which its first
  * sample weighs on top of its periods. */
 #define SAMPLER_COOKIE 0x0dd9f0fU
+/* CPU a thread used before the profiler started is credited (a thread the start-up
+ * scan found: SAMPLER_COOKIE_CREDIT; the main thread: profiles_note_startup) only up to
+ * this: more means the library came late into a running process (dlopen), and that
+ * CPU predates the first profile. */
+#define SAMPLER_PRESTART_CREDIT_MAX_NS 1000000000ULL
 #define SAMPLER_COOKIE_CREDIT 0x0dd9f1fU
 static inline void *sampler_timer_value(uint64_t ns, uint32_t cookie)
 {

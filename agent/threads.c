@@ -35,11 +35,6 @@
 	((clockid_t)((~(unsigned)(tid)) << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED)
 
 #define REGISTRY_MIN_CAP 64
-/* A thread the start-up scan finds has its CPU so far credited (arm_timer) when that is
- * start-up work: threads of constructors that ran before ours, under LD_PRELOAD. More
- * means the library came late into a running process (dlopen): that CPU predates the
- * first profile, and is left out. */
-#define SCAN_CREDIT_MAX_NS 1000000000ULL
 
 enum thread_status { THREAD_LIVE, THREAD_ENDED };
 
@@ -218,10 +213,10 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
  * now (after_now: tid is another thread, which may have used CPU already and may end
  * meanwhile; one system call more), or from 0 (the calling thread, which just
  * started). credit (with after_now: a thread the start-up scan found): its first sample
- * also weighs the CPU it used until now (SAMPLER_COOKIE_CREDIT; up to
- * SCAN_CREDIT_MAX_NS). No registry state:
- * the caller may or may not hold the lock. 0 or a negative errno; after_now: -ESRCH
- * when tid is no thread of ours any more (not a failure: it ended). */
+ * also weighs the CPU it used until now (SAMPLER_COOKIE_CREDIT, up to
+ * SAMPLER_PRESTART_CREDIT_MAX_NS). No registry state: the caller may or may not hold
+ * the lock. 0 or a negative errno; after_now: -ESRCH when tid is no thread of ours any
+ * more (not a failure: it ended). */
 FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, bool credit,
 				     timer_t *out)
 {
@@ -234,7 +229,7 @@ FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, 
 		uint64_t used = (uint64_t)cpu.tv_sec * 1000000000ULL + (uint64_t)cpu.tv_nsec;
 		first += used;
 		flags = TIMER_ABSTIME; /* on its CPU clock: exact whatever it runs meanwhile */
-		if (credit && used <= SCAN_CREDIT_MAX_NS)
+		if (credit && used <= SAMPLER_PRESTART_CREDIT_MAX_NS)
 			value = sampler_timer_value(used, SAMPLER_COOKIE_CREDIT);
 	}
 	if (!value)

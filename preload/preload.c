@@ -406,11 +406,13 @@ __attribute__((constructor)) static void ddprof_init(void)
 	bool is_main = getpid() == sampler_gettid();
 	/* The main thread's CPU before its timer: 4 ms for a small program on these
 	 * machines (the exec's and the loader's page faults), 1% of a 0.4 s run. One system
-	 * call (the vDSO does not serve CPU clocks). A second or more means we were loaded
-	 * late into a running process (dlopen): that CPU predates the first profile. */
+	 * call (the vDSO does not serve CPU clocks). */
 	struct timespec pre;
-	if (is_main && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pre) == 0 && pre.tv_sec == 0)
-		profiles_note_startup(profiles, sampler_gettid(), (uint64_t)pre.tv_nsec);
+	if (is_main && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pre) == 0) {
+		uint64_t ns = (uint64_t)pre.tv_sec * 1000000000ULL + (uint64_t)pre.tv_nsec;
+		if (ns <= SAMPLER_PRESTART_CREDIT_MAX_NS)
+			profiles_note_startup(profiles, sampler_gettid(), ns);
+	}
 	threads_start_self(is_main, 0);
 	threads_scan_existing();
 	rc = uploader_start(&cfg, profiles, real_pthread_create);
