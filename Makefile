@@ -14,6 +14,9 @@ LIB_LDLIBS := -ldl -lrt -pthread
 # libelf and zlib are not linked into the library (libdw and libz are dlopen'd by the
 # uploader); the tests' own tools (the pprof reader, ELF checks) link them.
 TEST_LDLIBS := $(LIB_LDLIBS) -lelf -lz
+# FORK_CHILD_DATA on a page of its own (common/fork_child.ld), in the library and in the
+# unit tests that check it.
+FORK_LD := -Wl,-T,common/fork_child.ld
 
 LIB_SRCS := $(wildcard common/*.c) $(wildcard agent/*.c) $(wildcard uploader/*.c) \
 	$(wildcard preload/*.c)
@@ -27,7 +30,7 @@ TOOL_LIB_SRCS := $(filter-out test/tools/pprof_dump.c,$(wildcard test/tools/*.c)
 TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # Built with their own flags below: shared objects, and code without frame pointers.
 WORKLOAD_SPECIAL := test/workloads/early_thread.c test/workloads/libchurn.c \
-	test/workloads/omitfp_threads.c
+	test/workloads/omitfp_threads.c test/workloads/stop_at_exit.c
 WORKLOAD_SRCS := $(filter-out $(WORKLOAD_SPECIAL),$(wildcard test/workloads/*.c))
 WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%) \
 	$(BUILD)/workloads/omitfp_threads $(BUILD)/workloads/libchurn.so
@@ -35,7 +38,8 @@ WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%) \
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
 .PHONY: all deps check unit tsan integration demo clean format bench
-all: $(BUILD)/libddprof.so $(BUILD)/pprof-dump $(WORKLOAD_BINS) $(BUILD)/workloads/libearly_thread.so
+all: $(BUILD)/libddprof.so $(BUILD)/pprof-dump $(WORKLOAD_BINS) $(BUILD)/workloads/libearly_thread.so \
+	$(BUILD)/workloads/libstop_at_exit.so
 
 deps:
 	@bash scripts/install-deps
@@ -45,19 +49,24 @@ $(BUILD)/obj/%.o: %.c $(wildcard */*.h) Makefile
 	@echo "  CC      $<"
 	@$(CC) $(LIB_CFLAGS) -c $< -o $@
 
-$(BUILD)/libddprof.so: $(LIB_OBJS)
+# -z noseparate-code: headers, dynamic symbols and code in one mapping. A fork child
+# of a preloaded process looks every symbol it binds lazily (exit, at the least) up in
+# our hash table first; in the code's mapping, the fault that maps our fork handler's
+# code maps the table's page too (fault-around): one page fault less per child.
+$(BUILD)/libddprof.so: $(LIB_OBJS) common/fork_child.ld
 	@echo "  LD      $@"
-	@$(CC) -shared -o $@ $^ -Wl,-z,now -Wl,--no-undefined \
-		-Wl,-z,start-stop-visibility=hidden -Wl,-fini=ddprof_dt_fini $(LIB_LDLIBS)
+	@$(CC) -shared -o $@ $(LIB_OBJS) $(FORK_LD) -Wl,-z,now -Wl,-z,noseparate-code \
+		-Wl,--no-undefined -Wl,-z,start-stop-visibility=hidden -Wl,-fini=ddprof_dt_fini \
+		$(LIB_LDLIBS)
 
 $(BUILD)/libddprof_core.a: $(CORE_OBJS)
 	@rm -f $@
 	@ar rcs $@ $^
 
-$(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS)
+$(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS) common/fork_child.ld
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	@$(CC) $(BASE_CFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ \
+	@$(CC) $(BASE_CFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ $(FORK_LD) \
 		$(CHECK_LIBS) $(TEST_LDLIBS)
 
 # The symbolizer suite links a C++ object (demangling) and loads fixtures: a -g
@@ -138,6 +147,11 @@ $(BUILD)/workloads/libearly_thread.so: test/workloads/early_thread.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) -shared -fPIC -O2 -g -fno-omit-frame-pointer -pthread -Wall -Werror $< -o $@
+
+$(BUILD)/workloads/libstop_at_exit.so: test/workloads/stop_at_exit.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O2 -g -Wall -Werror $< -o $@
 
 unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "common/dl_guard.h"
+#include "common/fork_child.h"
 #include "common/log.h"
 
 enum dw_state { DW_UNTRIED, DW_READY, DW_MISSING };
@@ -20,7 +21,8 @@ enum dw_state { DW_UNTRIED, DW_READY, DW_MISSING };
 static enum dw_state state = DW_UNTRIED;
 static struct dw_api api;
 static void *handle;
-static unsigned sessions;
+/* Reset by a fork child (dw_api_forget_sessions): on the page it writes anyway. */
+FORK_CHILD_DATA static unsigned sessions;
 static const char *soname = DW_API_SONAME;
 
 static bool load(void)
@@ -59,7 +61,7 @@ void dw_api_session_opened(void)
 	sessions++;
 }
 
-void dw_api_forget_sessions(void)
+FORK_CHILD_PATH void dw_api_forget_sessions(void)
 {
 	sessions = 0;
 }

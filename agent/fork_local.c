@@ -12,17 +12,15 @@
 #define FORK_LOCAL_BYTES 4096
 #define FORK_LOCAL_ALIGN 64
 
-static uint8_t *page;	 /* NULL until mapped; MAP_FAILED when it cannot be */
+/* Read by fork_local_owns in a fork child: on the page it touches anyway. */
+FORK_CHILD_DATA static uint8_t *page; /* NULL until mapped; MAP_FAILED when it cannot be */
 static size_t page_used; /* ordinary memory: a child keeps the parent's value */
 
-/* Opens the FORK_CHILD_DATA section on a page boundary (the section takes the largest
- * alignment of its parts); the linker's __start_/__stop_ symbols bound it. */
-static char fork_data_anchor[1] __attribute__((section("ddprof_fork_data"), aligned(4096), used));
+/* Bounds of the FORK_CHILD_DATA section, placed by common/fork_child.ld. */
 extern char __start_ddprof_fork_data[], __stop_ddprof_fork_data[];
 
 size_t fork_child_data_bytes(void)
 {
-	(void)fork_data_anchor;
 	return (size_t)(__stop_ddprof_fork_data - __start_ddprof_fork_data);
 }
 

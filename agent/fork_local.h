@@ -21,27 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/*
- * On the definition of every function a fork child runs in its fork handler and at its
- * exit: they are linked next to each other. A child does not inherit the page tables of
- * the parent's code (file-backed, they are faulted in again on first use), so code the
- * child runs costs it a page fault per page touched (~1 us here); spread over the
- * library it took ~8 faults per child, grouped it takes one or two. ".text.hot.*" is
- * placed together, ahead of the rest of .text, by the default linker script.
- */
-#define FORK_CHILD_PATH __attribute__((section(".text.hot.ddprof_fork")))
-
-/*
- * On the definition of every variable a fork child writes in its fork handlers (state
- * it must see re-initialized): they are linked together on one page-aligned page of
- * their own, so the child copies one page where they were spread over four or five of
- * .data and .bss. Each copy costs a page allocation and a fault (~15 us on these
- * virtual machines). Only for what the parent writes rarely (thread starts, module
- * refreshes, uploads): what it writes at every sample goes on the fork-local page
- * (fork_local_alloc), where the parent never faults. A test checks the section stays
- * within one page.
- */
-#define FORK_CHILD_DATA __attribute__((section("ddprof_fork_data")))
+#include "common/fork_child.h"
 
 /* Bytes the FORK_CHILD_DATA variables take (at most a page: test_fork_local). */
 size_t fork_child_data_bytes(void);

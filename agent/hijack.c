@@ -51,7 +51,7 @@ struct code_range {
 static struct code_range unsafe[MAX_UNSAFE_RANGES];
 static size_t n_unsafe;
 static void (*hijack_fn)(void);
-static uint8_t *stack_top;		   /* NULL: unavailable */
+FORK_CHILD_DATA static uint8_t *stack_top; /* NULL: unavailable; a fork child reads it */
 static uint8_t *frame_buf;		   /* HIJACK_FRAME_BYTES above the stack */
 FORK_CHILD_DATA static _Atomic bool armed; /* a fork child arms it */
 static _Atomic uint64_t st_redirects, st_refused;

@@ -19,7 +19,7 @@ static _Atomic(struct module_map *) cur_map = &empty_map;
  * reader counts at every sample, and there the parent takes no copy-on-write fault
  * after a fork; a fork child finds them zero, which is right (no reader in it). */
 static struct grace map_grace_fallback;
-static struct grace *map_grace = &map_grace_fallback;
+FORK_CHILD_DATA static struct grace *map_grace = &map_grace_fallback; /* a fork child reads it */
 
 void module_map_place_grace(void)
 {

@@ -82,11 +82,12 @@ FORK_CHILD_DATA static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
  * the child would inherit locked. */
 static pthread_mutex_t scan_lock_fallback = PTHREAD_MUTEX_INITIALIZER;
 /* On the fork-local page when there is one: fork prepare takes it (fork_local.h). */
-static pthread_mutex_t *scan_lock = &scan_lock_fallback;
+FORK_CHILD_DATA static pthread_mutex_t *scan_lock = &scan_lock_fallback;
 static struct retired_segment retired[RETIRED_MAX];
 FORK_CHILD_DATA static size_t nretired;
 
-static _Atomic uint64_t st_modules, st_tables, st_table_bytes, st_rows;
+static _Atomic uint64_t st_modules, st_table_bytes, st_rows;
+FORK_CHILD_DATA static _Atomic uint64_t st_tables; /* a fork child reads it */
 static _Atomic uint64_t st_build_ns, st_build_failures, st_fdes_skipped, st_publications, st_leaked;
 
 /* ---------------------------------------------------------------- scanning */
@@ -438,7 +439,12 @@ FORK_CHILD_PATH static void update_live_stats(void)
 	atomic_store_explicit(&st_rows, rows, memory_order_relaxed);
 }
 
-FORK_CHILD_PATH void modules_get_stats(struct modules_stats *out)
+FORK_CHILD_PATH bool modules_have_tables(void)
+{
+	return atomic_load_explicit(&st_tables, memory_order_relaxed) != 0;
+}
+
+void modules_get_stats(struct modules_stats *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->modules = atomic_load_explicit(&st_modules, memory_order_relaxed);
@@ -456,7 +462,7 @@ FORK_CHILD_PATH void modules_get_stats(struct modules_stats *out)
 
 FORK_CHILD_PATH void modules_init(void)
 {
-	static bool lock_placed;
+	FORK_CHILD_DATA static bool lock_placed; /* a fork child reads it */
 	if (!lock_placed) { /* start-up, one thread; a fork child keeps the parent's */
 		lock_placed = true;
 		module_map_place_grace();

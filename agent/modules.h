@@ -108,6 +108,9 @@ struct modules_stats {
 	uint64_t leaked;       /* maps/tables not freed because a handler never left */
 };
 void modules_get_stats(struct modules_stats *out);
+/* Whether any module has its unwind table (modules_stats.tables != 0), reading one word
+ * on the page a fork child touches anyway (common/fork_child.h). */
+bool modules_have_tables(void);
 
 /* A module's executable segment that was unloaded, for the symbolizer. */
 struct retired_segment {

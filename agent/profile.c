@@ -19,7 +19,7 @@
 /* Both regions as profiles_init left them, for a fork child that finds a pair on the
  * fork-local page zero-filled: written once, read only after. One pair per process
  * (the library's): a second profiles_init would overwrite it. */
-static struct region pristine[2];
+FORK_CHILD_DATA static struct region pristine[2];
 
 int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns)
 {
@@ -127,18 +127,18 @@ FORK_CHILD_PATH bool profiles_empty(struct profile_pair *pp)
 FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)
 {
 	/* Single-threaded here (fork child): plain resets are safe. */
-	if (fork_local_owns(pp)) {
-		/* Zero-filled in this child: the set-up comes back, the rest is reset below
-		 * (all on the one page the child's fork handlers write anyway). */
-		for (int i = 0; i < 2; i++) {
+	bool wiped = fork_local_owns(pp);
+	for (int i = 0; i < 2; i++) {
+		if (wiped) {
+			/* Zero-filled in this child, so empty: only the set-up comes back. */
 			pp->p[i].region = pristine[i];
 			trie_init(&pp->p[i].trie, &pp->p[i].region);
 		}
-	}
-	for (int i = 0; i < 2; i++) {
 		region_after_fork(&pp->p[i].region);
-		profile_reset(&pp->p[i]);
-		atomic_store_explicit(&pp->p[i].writers, 0, memory_order_relaxed);
+		if (!wiped) {
+			profile_reset(&pp->p[i]);
+			atomic_store_explicit(&pp->p[i].writers, 0, memory_order_relaxed);
+		}
 	}
 	atomic_store_explicit(&pp->active, 0, memory_order_relaxed);
 	pp->p[0].start_ns = now_ns;

@@ -11,6 +11,7 @@
  */
 #include "stack_trie.h"
 
+#include "common/fork_child.h"
 #include "common/hash.h"
 
 #include <stddef.h>
@@ -36,7 +37,7 @@ static bool key_equal(const struct trie_node *node, uint64_t hash, int32_t tid,
 	       memcmp(node->pcs, pcs, n * sizeof(pcs[0])) == 0;
 }
 
-void trie_init(struct stack_trie *t, struct region *r)
+FORK_CHILD_PATH void trie_init(struct stack_trie *t, struct region *r)
 {
 	atomic_init(&t->root, NULL);
 	atomic_init(&t->seq, 0);

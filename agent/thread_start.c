@@ -5,37 +5,39 @@
  */
 #include "agent/thread_start.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "agent/fork_local.h"
 
 static struct thread_start slots[THREAD_START_SLOTS];
+/* Bit i: slots[i] is handed out and not given back yet. One word, on the page a fork
+ * child touches anyway (common/fork_child.h), so that the child finds every slot free
+ * without reading the slots' own page. */
+FORK_CHILD_DATA static _Atomic uint64_t busy_mask;
+
+_Static_assert(THREAD_START_SLOTS == 64, "one bit per slot in busy_mask");
 
 struct thread_start *thread_start_alloc(void)
 {
-	for (size_t i = 0; i < THREAD_START_SLOTS; i++) {
-		bool expected = false;
+	uint64_t m = atomic_load_explicit(&busy_mask, memory_order_relaxed);
+	while (m != UINT64_MAX) {
+		unsigned i = (unsigned)__builtin_ctzll(~m);
 		/* Acquire pairs with the release in thread_start_release: the thread that had
 		 * the slot has copied it before we overwrite it. */
-		if (!atomic_load_explicit(&slots[i].busy, memory_order_relaxed) &&
-		    atomic_compare_exchange_strong_explicit(&slots[i].busy, &expected, true,
-							    memory_order_acquire,
-							    memory_order_relaxed))
+		if (atomic_compare_exchange_weak_explicit(&busy_mask, &m, m | (1ULL << i),
+							  memory_order_acquire,
+							  memory_order_relaxed))
 			return &slots[i];
 	}
-	struct thread_start *s = malloc(sizeof(*s));
-	if (s)
-		atomic_init(&s->busy, false);
-	return s;
+	return malloc(sizeof(struct thread_start));
 }
 
 FORK_CHILD_PATH void thread_start_after_fork(void)
 {
 	/* Records taken for threads of the parent that had not started: those threads
-	 * are not here. Read first: a slot page written for nothing costs a fault. */
-	for (size_t i = 0; i < THREAD_START_SLOTS; i++)
-		if (atomic_load_explicit(&slots[i].busy, memory_order_relaxed))
-			atomic_store_explicit(&slots[i].busy, false, memory_order_relaxed);
+	 * are not here. */
+	atomic_store_explicit(&busy_mask, 0, memory_order_relaxed);
 }
 
 bool thread_start_is_slot(const struct thread_start *s)
@@ -47,7 +49,8 @@ void thread_start_release(struct thread_start *s)
 {
 	if (thread_start_is_slot(s))
 		/* Release pairs with the acquire in thread_start_alloc: our copy is done. */
-		atomic_store_explicit(&s->busy, false, memory_order_release);
+		atomic_fetch_and_explicit(&busy_mask, ~(1ULL << (s - slots)),
+					  memory_order_release);
 	else
 		free(s);
 }

@@ -20,13 +20,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define THREAD_START_SLOTS 64
+#define THREAD_START_SLOTS 64 /* one bit each in the pool's busy mask */
 
 struct thread_start {
 	void *(*fn)(void *);
 	void *arg;
 	size_t stack_size; /* what glibc was asked for; 0 = unknown */
-	_Atomic bool busy; /* a pool slot handed out and not given back yet */
 };
 
 /* A free record (a pool slot, else malloc'd); NULL only when malloc fails too. */

@@ -51,7 +51,7 @@ struct thread_entry {
 
 /* On the fork-local page when there is one (taken by fork prepare; see fork_local.h). */
 static pthread_mutex_t registry_lock_fallback = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t *registry_lock = &registry_lock_fallback;
+FORK_CHILD_DATA static pthread_mutex_t *registry_lock = &registry_lock_fallback;
 /* Guarded by registry_lock. The first entries are inline (inline_entries, on the page
  * a fork child writes anyway): a process with a few threads never allocates for them
  * (no heap page touched at start-up), and a fork child starts over there, leaving the
@@ -60,8 +60,9 @@ static pthread_mutex_t *registry_lock = &registry_lock_fallback;
 FORK_CHILD_DATA static struct thread_entry inline_entries[INLINE_ENTRIES];
 FORK_CHILD_DATA static struct thread_entry *entries = inline_entries;
 FORK_CHILD_DATA static size_t n_entries, cap_entries = INLINE_ENTRIES;
-static int timer_signo;
-static uint64_t timer_period_ns;
+/* Set at start-up; a fork child arms its timer with them (common/fork_child.h). */
+FORK_CHILD_DATA static int timer_signo;
+FORK_CHILD_DATA static uint64_t timer_period_ns;
 static _Atomic uint64_t timer_failures;
 /* threads_scan_existing has finished: from then on only a thread itself arms its timer,
  * after its set-up. Release/acquire pairs the scan's end with threads_start_self. */

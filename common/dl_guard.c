@@ -5,6 +5,7 @@
  */
 #include "common/dl_guard.h"
 #include "common/digits.h"
+#include "common/fork_child.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -18,10 +19,11 @@
 #define PREPARE_WAIT_NS (50 * 1000000L)
 
 static pthread_mutex_t fallback = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t *lock = &fallback;
+/* Both read by a fork child's handler: on the page it touches anyway (fork_child.h). */
+FORK_CHILD_DATA static pthread_mutex_t *lock = &fallback;
 /* 0: not checked yet; 1: glibc >= 2.36; 2: older. Relaxed: every thread computes the
  * same value from the same string. */
-static _Atomic int glibc_ok;
+FORK_CHILD_DATA static _Atomic int glibc_ok;
 /* Whether this thread's prepare handler got the guard (written before the fork only). */
 static __thread bool held_for_fork __attribute__((tls_model("initial-exec")));
 
@@ -31,7 +33,7 @@ static __thread bool held_for_fork __attribute__((tls_model("initial-exec")));
  * prepare handler that waited for our dlclose would deadlock with it (glibc bug 24595). There,
  * libraries are never unloaded (dl_guard_unload_allowed) and the guard does nothing.
  */
-static bool guard_usable(void)
+FORK_CHILD_PATH static bool guard_usable(void)
 {
 	int ok = atomic_load_explicit(&glibc_ok, memory_order_relaxed);
 	if (ok == 0) {
@@ -116,7 +118,7 @@ void dl_guard_atfork_parent(void)
 		pthread_mutex_unlock(lock);
 }
 
-void dl_guard_atfork_child(void)
+FORK_CHILD_PATH void dl_guard_atfork_child(void)
 {
 	/* Held by this thread (prepare) or by the parent's uploader thread, which does
 	 * not exist here. A placed lock is found zero-filled, that is unlocked, and left

@@ -47,12 +47,12 @@ static struct config cfg;
  * counters at every sample, and there the parent takes no copy-on-write fault after
  * a fork (agent/fork_local.h); a fork child finds it zero-filled. */
 static struct profile_pair profiles_fallback;
-static struct profile_pair *profiles = &profiles_fallback;
+FORK_CHILD_DATA static struct profile_pair *profiles = &profiles_fallback; /* fork child reads */
 /* Set once the agent runs: new threads get timers from then on. Acquire/release pairs
  * the constructor's set-up with the pthread_create wrapper reading it. */
 /* On the page a fork child touches anyway: its destructor reads it (fork_local.h). */
 FORK_CHILD_DATA static _Atomic bool agent_running;
-static thread_create_fn real_pthread_create;
+FORK_CHILD_DATA static thread_create_fn real_pthread_create; /* a fork child reads it */
 
 static thread_create_fn resolve_pthread_create(void)
 {
@@ -76,7 +76,7 @@ static void thread_end(void *root)
 __attribute__((section("ddprof_trampoline"))) static void *thread_trampoline(void *p)
 {
 	struct thread_start start;
-	memcpy(&start, p, offsetof(struct thread_start, busy));
+	memcpy(&start, p, sizeof(start));
 	thread_start_release(p);
 	/* Acquire pairs with the constructor's release: its set-up is visible. */
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))

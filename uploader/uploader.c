@@ -92,10 +92,13 @@ FORK_CHILD_DATA static _Atomic bool thread_spawned;
  * start with the master's caches (no libdw reload, no DWARF work for pcs the master
  * already named). Otherwise the child starts a fresh one.
  */
-static struct symbolizer *live_sym;
+FORK_CHILD_DATA static struct symbolizer *live_sym;
 FORK_CHILD_DATA static struct symbolizer *inherited_sym;
-static const struct config *up_cfg;
-static struct profile_pair *up_profiles;
+/* What a fork child's exit reads: on the page it touches anyway (common/fork_child.h);
+ * the exit timeout copied there, not read from the pages of cfg. */
+FORK_CHILD_DATA static const struct config *up_cfg;
+FORK_CHILD_DATA static struct profile_pair *up_profiles;
+FORK_CHILD_DATA static uint64_t exit_flush_timeout_ns = CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS;
 static thread_create_fn up_create;
 static struct exporter *exporters[MAX_EXPORTERS];
 FORK_CHILD_DATA static size_t n_exporters;
@@ -216,8 +219,7 @@ static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 
 
 static void uploader_atexit(void)
 {
-	uploader_stop(up_cfg ? up_cfg->exit_flush_timeout_ns
-			     : CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS);
+	uploader_stop(exit_flush_timeout_ns);
 }
 
 /* libcurl's TLS library registers its exit cleanup (atexit) when libcurl initializes;
@@ -425,9 +427,11 @@ static uint64_t period_deadline(uint64_t next, uint64_t period)
 }
 
 /* Uploader thread: when modules_service and threads_service next have work
- * (CLOCK_MONOTONIC). */
-static uint64_t modules_next = UINT64_MAX;
-static uint64_t threads_next = UINT64_MAX;
+ * (CLOCK_MONOTONIC; UINT64_MAX: nothing due), set when the thread starts. Not
+ * initialized here: .data shares the page of FORK_CHILD_DATA (common/fork_child.ld),
+ * where this thread's frequent writes would copy the page after every fork. */
+static uint64_t modules_next;
+static uint64_t threads_next;
 
 /* Uploader thread, between the steps of an upload (serializing a big profile takes tens
  * of milliseconds) and during its network waits: new threads' timers that are due. The
@@ -594,6 +598,7 @@ static void add_exporter(struct exporter *e)
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create)
 {
 	up_cfg = cfg;
+	exit_flush_timeout_ns = cfg->exit_flush_timeout_ns;
 	up_profiles = pp;
 	up_create = create;
 	control_init();
@@ -672,7 +677,7 @@ static bool flushed(uint64_t gen)
 FORK_CHILD_PATH void uploader_stop(uint64_t timeout_ns)
 {
 	if (up_cfg)
-		timeout_ns = up_cfg->exit_flush_timeout_ns;
+		timeout_ns = exit_flush_timeout_ns;
 	/* exit() called from a thread the application created: its CPU since its last
 	 * sample goes into the final profile (agent/sampler.h). The main thread and a
 	 * fork child keep whole-period weights and have nothing to add: their exit pays
@@ -790,8 +795,6 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	/* Safe points need complete walks, so unwind tables: a child forked before its
 	 * parent had built them (the first milliseconds) starts its thread at once, as does
 	 * one where redirects are unavailable; a compute child would never upload. */
-	struct modules_stats ms;
-	modules_get_stats(&ms);
-	if (ms.tables == 0 || !hijack_arm())
+	if (!modules_have_tables() || !hijack_arm())
 		start_deferred(false);
 }

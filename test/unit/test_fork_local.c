@@ -53,12 +53,16 @@ END_TEST
 /* The FORK_CHILD_DATA variables of the modules linked here (this suite links the core
  * library): one page, page-aligned, so a fork child copies one page for all of them. */
 extern char __start_ddprof_fork_data[];
+static char first_bss_byte; /* in .bss, which common/fork_child.ld starts on the next page */
 
 START_TEST(test_fork_child_data_is_one_page)
 {
 	ck_assert_uint_gt(fork_child_data_bytes(), 0);
 	ck_assert_uint_le(fork_child_data_bytes(), 4096);
 	ck_assert_uint_eq((uintptr_t)__start_ddprof_fork_data % 4096, 0);
+	/* Nothing else shares the page: .bss (what the parent writes at any time) starts on
+	 * the next one, so the parent's writes never copy the child's page. */
+	ck_assert_uint_ge((uintptr_t)&first_bss_byte, (uintptr_t)__start_ddprof_fork_data + 4096);
 }
 END_TEST
 
