@@ -172,17 +172,14 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	 * by threads_service). Not the clock read here: the kernel checks CPU timers at
 	 * its tick, so that would count the lag to the tick twice. The CPU after the last
 	 * expiry is added at the thread's end. A thread found by the start-up scan
-	 * (SAMPLER_COOKIE_CREDIT) keeps whole periods, and its first sample adds the CPU
-	 * it used before the profiler started. */
+	 * (SAMPLER_COOKIE_CREDIT: it ran before the profiler) is weighed the same way,
+	 * and is exact from then on: its end adds the CPU after its last expiry when it
+	 * runs through our trampoline (under load a signal carries tens of ms). */
 	uint64_t weight = sampler_period * (1 + (uint64_t)(unsigned)si->si_overrun);
-	if (!ts->first_seen) {
-		if (ts->exact) {
-			weight = weight - sampler_period + (value >> 32) * 1000;
-			ts->first_seen = true;
-		} else if (cookie == SAMPLER_COOKIE_CREDIT) {
-			weight += (value >> 32) * 1000;
-			ts->first_seen = true;
-		}
+	if (!ts->first_seen && (ts->exact || cookie == SAMPLER_COOKIE_CREDIT)) {
+		weight = weight - sampler_period + (value >> 32) * 1000;
+		ts->first_seen = true;
+		ts->exact = true;
 	}
 	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || ts->internal) {
 		errno = saved_errno;

@@ -23,9 +23,9 @@
  * expiry falls on its thread's CPU clock, in microseconds (the weight of an exact
  * thread's first sample: sampler_thread_armed). For a thread that armed its own timer
  * as it started, its offset from then: the microseconds before are added at its end.
- * With SAMPLER_COOKIE_CREDIT (a thread the start-up scan found: it ran before the
- * profiler), they carry the CPU it had used when its timer was armed, which its first
- * sample weighs on top of its periods. */
+ * SAMPLER_COOKIE_CREDIT marks a thread the start-up scan found (it ran before the
+ * profiler): its first sample weighs that position too, the CPU before the scan
+ * included, and it is exact from then on. */
 #define SAMPLER_COOKIE 0x0dd9f0fU
 /* CPU a thread used before the profiler started is credited (a thread the start-up
  * scan found: SAMPLER_COOKIE_CREDIT; the main thread: profiles_note_startup) only up to

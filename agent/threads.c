@@ -231,7 +231,7 @@ FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, 
 		first += used;
 		flags = TIMER_ABSTIME; /* on its CPU clock: exact whatever it runs meanwhile */
 		if (credit && used <= SAMPLER_PRESTART_CREDIT_MAX_NS)
-			value = sampler_timer_value(used, SAMPLER_COOKIE_CREDIT);
+			value = sampler_timer_value(first, SAMPLER_COOKIE_CREDIT);
 	}
 	if (!value)
 		value = sampler_timer_value(first, SAMPLER_COOKIE);

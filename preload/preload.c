@@ -52,6 +52,9 @@ FORK_CHILD_DATA static struct profile_pair *profiles = &profiles_fallback; /* fo
  * the constructor's set-up with the pthread_create wrapper reading it. */
 /* On the page a fork child touches anyway: its destructor reads it (fork_local.h). */
 FORK_CHILD_DATA static _Atomic bool agent_running;
+/* Set when the constructor returns, whatever it decided (release: agent_running's value
+ * is then final; pairs with the pthread_create wrapper's acquire). */
+static _Atomic bool constructor_done;
 FORK_CHILD_DATA static thread_create_fn real_pthread_create; /* a fork child reads it */
 
 static thread_create_fn resolve_pthread_create(void)
@@ -69,7 +72,11 @@ static thread_create_fn resolve_pthread_create(void)
 
 static void thread_end(void *root)
 {
-	threads_exit_self(root);
+	/* A thread that started before the constructor ran (another library's
+	 * constructor started it) ends here too: if the start-up scan armed its timer,
+	 * its CPU since its last sample is accounted like any thread's. */
+	if (atomic_load_explicit(&agent_running, memory_order_acquire))
+		threads_exit_self(root);
 }
 
 /* In a section of its own: the serializer leaves it out of stacks (uploader/pprof.c). */
@@ -78,10 +85,10 @@ __attribute__((section("ddprof_trampoline"))) static void *thread_trampoline(voi
 	struct thread_start start;
 	memcpy(&start, p, sizeof(start));
 	thread_start_release(p);
-	/* Acquire pairs with the constructor's release: its set-up is visible. */
-	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
-		return start.fn(start.arg);
-	threads_start_self(false, start.stack_size);
+	/* Acquire pairs with the constructor's release: its set-up is visible. Not yet
+	 * running: the start-up scan will find this thread. */
+	if (atomic_load_explicit(&agent_running, memory_order_acquire))
+		threads_start_self(false, start.stack_size);
 	/* However the thread ends (return, pthread_exit, cancellation), thread_end runs.
 	 * A cleanup handler, not a pthread key destructor: glibc walks every key slot of
 	 * a thread that set one (callgrind: ~770 instructions less per thread). root:
@@ -109,9 +116,17 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 	thread_create_fn real = resolve_pthread_create();
 	if (!real)
 		return EAGAIN;
-	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
-		return real(t, attr, fn, arg);
-	uploader_ensure_thread(); /* a fork child's deferred uploader thread */
+	/* Acquire pairs with the constructor's release. Before our constructor ran (another
+	 * library's constructor creates a thread), the thread still goes through the
+	 * trampoline: the start-up scan arms its timer, and its end account (the cleanup
+	 * handler) adds the CPU after its last expiry. Once the constructor gave up
+	 * (disabled, or failed), threads are the application's alone. */
+	if (!atomic_load_explicit(&agent_running, memory_order_acquire)) {
+		if (atomic_load_explicit(&constructor_done, memory_order_acquire))
+			return real(t, attr, fn, arg);
+	} else {
+		uploader_ensure_thread(); /* a fork child's deferred uploader thread */
+	}
 	/* No malloc: see agent/thread_start.h. */
 	struct thread_start *s = thread_start_alloc();
 	if (!s)
@@ -431,6 +446,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	log_debug("sampling at %u Hz with signal %d, upload every %.3f s", cfg.cpu_hz, signo,
 		  (double)cfg.upload_period_ns / NS_PER_SEC);
 out:
+	atomic_store_explicit(&constructor_done, true, memory_order_release);
 	errno = saved_errno;
 }
 

@@ -273,27 +273,37 @@ def test_startup_cpu_is_in_the_first_profile(ctx):
 
 
 def test_threads_started_before_the_agent_are_sampled(ctx):
-    """A thread created by a constructor that runs before ours is found in /proc."""
+    """A thread created by a constructor that runs before ours is found in /proc, and is
+    exact: its CPU before the scan is in its first sample, and its end (our
+    pthread_create runs it through the trampoline even before our constructor) adds the
+    CPU after its last expiry. Its last 0.1 s runs with every signal blocked, where no
+    sample can land: without the end account the profile had 0.299 s of its 0.4 s (and
+    under load, where one signal may carry tens of ms, 0.254 s was seen without the
+    blocking)."""
     out = os.path.join(ctx.dir, "out")
     early = os.path.join(WORKLOADS, "libearly_thread.so")
     rc, stdout, stderr, cpu, wall = run_profiled(
         [os.path.join(WORKLOADS, "cpu_split"), "1", "1.0"],
         {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
-         "LD_PRELOAD": LIB + " " + early, "EARLY_BURN_SECONDS": "0.4"})
+         "LD_PRELOAD": LIB + " " + early, "EARLY_BURN_SECONDS": "0.4",
+         "EARLY_BLOCK_SIGNALS_LAST": "0.1"})
     check(rc == 0, "workload exit %d: %s" % (rc, stderr))
     profs = dump(profile_files(out), stacks=True)
     ti = value_index(profs[0], "cpu-time")
-    burn = sum(p["functions"].get("early_burn", {"self": [0, 0]})["self"][ti] for p in profs)
-    # It burns 0.4 s and ends while main still runs (main burns 1 s on another core).
-    check(abs(burn / 0.4e9 - 1) <= 0.1,
-          "early_burn has %.3f s of cpu-time, expected 0.4 s within 10%%" % (burn / 1e9))
-    named = [st for p in profs for st in p["stacks"]
-             if st["frames"] and st["frames"][0] == "early_burn"]
+    burn = sum(p["functions"].get("early_burn", {"total": [0, 0]})["total"][ti] for p in profs)
+    # It burns 0.4 s of CPU (early_burn and the clock reads it calls) and ends while main
+    # still runs (main burns 1 s on another core). 0.400 s here, idle or with both cores
+    # busy.
+    check(abs(burn / 0.4e9 - 1) <= 0.03,
+          "early_burn has %.3f s of cpu-time, expected 0.4 s within 3%%" % (burn / 1e9))
+    named = [st for p in profs for st in p["stacks"] if "early_burn" in st["frames"]]
     check(all(st["labels"].get("thread name") == "early-thread" for st in named),
           "early thread samples not labelled with its name: %s"
           % {st["labels"].get("thread name") for st in named})
-    callers = sum(st["values"][ti] for st in named
-                  if len(st["frames"]) > 1 and st["frames"][1] == "early_main")
+    def caller(frames):
+        i = frames.index("early_burn")
+        return frames[i + 1] if i + 1 < len(frames) else None
+    callers = sum(st["values"][ti] for st in named if caller(st["frames"]) == "early_main")
     check(callers >= 0.95 * burn, "its stacks lost their caller (%.1f%% with early_main)"
           % (100.0 * callers / burn))
     return "early_burn=%.2fs" % (burn / 1e9)

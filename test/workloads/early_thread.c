@@ -4,10 +4,13 @@
  * number of CPU seconds in EARLY_BURN_SECONDS (default 1). That thread exists before
  * the agent's constructor: the agent must find it in /proc/self/task and sample it.
  * With EARLY_MAIN_BURN_SECONDS, the main thread first burns that much CPU in this
- * constructor (the early thread then burns EARLY_BURN_SECONDS: 0 for none).
+ * constructor (the early thread then burns EARLY_BURN_SECONDS: 0 for none). With
+ * EARLY_BLOCK_SIGNALS_LAST, the early thread burns that many of its seconds last with
+ * every signal blocked.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -30,7 +33,17 @@ static void *early_main(void *arg)
 {
 	(void)arg;
 	const char *s = getenv("EARLY_BURN_SECONDS");
-	early_burn(s ? atof(s) : 1.0);
+	const char *b = getenv("EARLY_BLOCK_SIGNALS_LAST");
+	double total = s ? atof(s) : 1.0, blocked = b ? atof(b) : 0;
+	if (blocked > 0) {
+		/* The last stretch with every signal blocked (a critical section): no sample
+		 * can land there, only the thread's end account can count it. */
+		early_burn(total - blocked);
+		sigset_t all;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, NULL);
+	}
+	early_burn(total);
 	return NULL;
 }
 
