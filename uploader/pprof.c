@@ -240,8 +240,11 @@ static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int3
 	if (n > UNWIND_MAX_DEPTH)
 		n = UNWIND_MAX_DEPTH;
 	uint32_t nids = 0;
+	/* The leaf too: a sample can land in the trampoline's own instructions (a tick right
+	 * after it armed the thread's timer, or as the thread ends). A return address
+	 * points past its call: pc - 1 is in the caller. */
 	for (uint32_t i = 0; i < n; i++)
-		if (i == 0 || !is_trampoline(pcs[i] - 1))
+		if (!is_trampoline(i == 0 ? pcs[0] : pcs[i] - 1) || (i == 0 && n == 1))
 			ids[nids++] = location_id(b, pcs[i], i > 0);
 	struct pb_buf s, tmp;
 	pb_init(&s);

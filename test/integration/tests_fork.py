@@ -130,12 +130,13 @@ def test_fork_child_touches_one_page_of_our_data(ctx):
         [os.path.join(WORKLOADS, "fork_pages"), os.path.basename(LIB), "1.5"],
         {"DD_PROFILING_OUTPUT_DIR": os.path.join(ctx.dir, "out"),
          "DD_PROFILING_UPLOAD_PERIOD": "1", "LD_PRELOAD": LIB + " " + stop})
-    m = re.search(r"data_kb (\d+) bss_kb (\d+)", stdout)
+    m = re.search(r"^data_kb (\d+) bss_kb (\d+)$", stdout, re.M)
     check(rc == 0 and m, "fork_pages exit %d printed %r: %s" % (rc, stdout, stderr[-300:]))
     data_kb, bss_kb = int(m.group(1)), int(m.group(2))
     check(data_kb <= 4 and bss_kb == 0,
           "a fork child touched %d KiB of our file-backed data and %d KiB of .bss "
-          "(expected at most the one page of FORK_CHILD_DATA, and no .bss)" % (data_kb, bss_kb))
+          "(expected at most the one page of FORK_CHILD_DATA, and no .bss): %s"
+          % (data_kb, bss_kb, stdout.strip().replace("\n", "; ")))
     return "fork child touched %d KiB of our data, %d KiB of .bss" % (data_kb, bss_kb)
 
 

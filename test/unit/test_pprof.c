@@ -257,6 +257,41 @@ START_TEST(test_return_address_at_function_end_names_the_caller)
 }
 END_TEST
 
+/* Stands for preload.c's pthread_create trampoline: the serializer leaves the section
+ * ddprof_trampoline out of stacks (its bounds are the linker's, in this program too). */
+__attribute__((section("ddprof_trampoline"), noinline, used)) void fake_trampoline(void)
+{
+	__asm__ volatile("nop; nop; nop; nop; nop; nop; nop; nop");
+}
+
+START_TEST(test_trampoline_frames_are_left_out_leaf_included)
+{
+	/* A return address into it (a caller frame), and a sample landing in its own
+	 * instructions (the leaf): both stacks start at the function around it. */
+	uintptr_t tramp = (uintptr_t)fake_trampoline;
+	uintptr_t caller = (uintptr_t)known_leaf_function + 1;
+	uintptr_t as_caller[] = {(uintptr_t)known_caller_function + 1, tramp + 4, caller};
+	uintptr_t as_leaf[] = {tramp + 4, caller};
+	profiles_record(&pp, 1, as_caller, 3, PERIOD_NS);
+	profiles_record(&pp, 2, as_leaf, 2, PERIOD_NS);
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	ck_assert_uint_eq(prof.num_samples, 2);
+	for (size_t i = 0; i < prof.num_samples; i++) {
+		const struct pprof_sample *smp = &prof.samples[i];
+		bool leaf_case = label(&prof, smp, "thread id")->num == 2;
+		ck_assert_uint_eq(smp->num_location_ids, leaf_case ? 1 : 2);
+		for (size_t j = 0; j < smp->num_location_ids; j++) {
+			const struct pprof_location *l = pprof_location(&prof, smp->location_ids[j]);
+			ck_assert(l->address < tramp || l->address > tramp + 16);
+		}
+		ck_assert_str_eq(leaf_name(&prof, smp),
+				 leaf_case ? "known_leaf_function" : "known_caller_function");
+	}
+	pprof_free(&prof);
+}
+END_TEST
+
 START_TEST(test_locations_carry_the_module_mapping_with_build_id)
 {
 	uintptr_t pcs[] = {(uintptr_t)known_leaf_function + 2};
@@ -448,6 +483,7 @@ int main(void)
 	tcase_add_test(tc, test_encoded_profile_has_cpu_sample_types_period_and_times);
 	tcase_add_test(tc, test_samples_keep_counts_weights_and_labels);
 	tcase_add_test(tc, test_return_address_at_function_end_names_the_caller);
+	tcase_add_test(tc, test_trampoline_frames_are_left_out_leaf_included);
 	tcase_add_test(tc, test_locations_carry_the_module_mapping_with_build_id);
 	tcase_add_test(tc, test_truncated_and_unknown_frames_are_named);
 	tcase_add_test(tc, test_stacks_past_the_ceiling_appear_as_dropped);
