@@ -379,12 +379,16 @@ def bench_spawn(resdir):
     res["after_upload_warmup_s"] = 1.5
     # Thread create+join swings by +-0.1 from run to run on these machines (gperftools,
     # which does nothing per thread, got 0.82 and 0.93 in two runs): its runs take half
-    # a second, so it gets three times the pairs.
+    # a second, so it gets three times the pairs. Fork after an upload gave 0.835 and
+    # 0.744 in two full runs of 7 pairs at one commit, and 0.843 over 15 pairs right
+    # after: the fork cases get twice the pairs.
     cases = [("threads", [os.path.join(BENCH, "bench_spawn"), "threads", str(n_threads)], cands,
               rounds * 3),
-             ("fork", [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks)], cands),
+             ("fork", [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks)], cands,
+              rounds * 2),
              ("fork_after_upload",
-              [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks), "1.5"], uploading),
+              [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks), "1.5"], uploading,
+              rounds * 2),
              ("fork_storm", [os.path.join(WORKLOADS, "fork_storm"), str(n_storm)], cands)]
     try:
         spawn_cases(res, rounds, cases)

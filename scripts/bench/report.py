@@ -311,11 +311,13 @@ def spawn_section(sp):
            "A thread burns CPU meanwhile, so the "
            "profiler is sampling. Default rates (libddprof 99 Hz, gperftools 100 Hz). "
            "Median over %d rounds of with/without pairs (threads: %d, its runs are "
-           "short and its ratio swings most). A run that has not finished "
+           "short and its ratio swings most; the two fork cases: %d). A run that has not finished "
            "after a time limit is killed and counted as hung, and its pair is left out. "
            "Targets (libddprof): threads >= 0.9, fork >= 0.8, fork_storm >= 0.7."
            % (sp["threads"], sp["forks"], sp["storm"], sp["rounds"],
-              max([r.get("pairs", 0) for r in sp["rows"] if r["case"] == "threads"] or [0])),
+              max([r.get("pairs", 0) for r in sp["rows"] if r["case"] == "threads"] or [0]),
+              max([r.get("pairs", 0) for r in sp["rows"] if r["case"] == "fork_after_upload"]
+                  or [0])),
            "",
            "| case | profiler | rate | without | ratio | hung | target |",
            "|---|---|---|---|---|---|---|"]
