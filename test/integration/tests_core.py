@@ -111,11 +111,16 @@ def test_bad_config_warns_once_and_uses_default(ctx):
 
 
 def test_disabled_agent_writes_nothing(ctx):
+    """Disabled: no output, and threads work, those an earlier constructor starts (which
+    go through our trampoline before our constructor has decided) included."""
     out = os.path.join(ctx.dir, "out")
+    early = os.path.join(WORKLOADS, "libearly_thread.so")
     rc, stdout, stderr, cpu, wall = run_profiled(
         [os.path.join(WORKLOADS, "cpu_split"), "1", "0.2"],
-        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_ENABLED": "false"})
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_ENABLED": "false",
+         "LD_PRELOAD": LIB + " " + early, "EARLY_BURN_SECONDS": "0.05"})
     check(rc == 0 and stderr == "", "exit %d, stderr %r" % (rc, stderr))
+    check("cpu_seconds" in stdout, "the workload did not finish: %r" % stdout)
     check(not os.path.exists(out) or not os.listdir(out), "files written while disabled")
     return "no output"
 
