@@ -434,7 +434,10 @@ FORK_CHILD_PATH static void update_live_stats(void)
 		rows += mods[i]->table.nrows;
 	}
 	atomic_store_explicit(&st_modules, nmods, memory_order_relaxed);
-	atomic_store_explicit(&st_tables, tables, memory_order_relaxed);
+	/* On the FORK_CHILD_DATA page: written only when it changes (every refresh ends
+	 * here, and a store would copy the page the parent shares with its fork children). */
+	if (atomic_load_explicit(&st_tables, memory_order_relaxed) != tables)
+		atomic_store_explicit(&st_tables, tables, memory_order_relaxed);
 	atomic_store_explicit(&st_table_bytes, bytes, memory_order_relaxed);
 	atomic_store_explicit(&st_rows, rows, memory_order_relaxed);
 }

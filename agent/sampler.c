@@ -141,7 +141,7 @@ static uint64_t thread_cpu_ns(void)
 	struct timespec t;
 	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
 		return 0;
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+	return timespec_ns(&t);
 }
 
 /* async-signal-safe */

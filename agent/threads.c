@@ -227,7 +227,7 @@ FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, 
 		struct timespec cpu;
 		if (clock_gettime(THREAD_CPU_CLOCK(tid), &cpu) != 0)
 			return -ESRCH; /* EINVAL: no such thread */
-		uint64_t used = (uint64_t)cpu.tv_sec * 1000000000ULL + (uint64_t)cpu.tv_nsec;
+		uint64_t used = timespec_ns(&cpu);
 		first += used;
 		flags = TIMER_ABSTIME; /* on its CPU clock: exact whatever it runs meanwhile */
 		if (credit && used <= SAMPLER_PRESTART_CREDIT_MAX_NS)

@@ -11,11 +11,17 @@
 #define NS_PER_SEC 1000000000ULL
 
 /* async-signal-safe */
+static inline uint64_t timespec_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * NS_PER_SEC + (uint64_t)ts->tv_nsec;
+}
+
+/* async-signal-safe */
 static inline uint64_t clock_now_ns(clockid_t clk)
 {
 	struct timespec ts;
 	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
+	return timespec_ns(&ts);
 }
 
 static inline struct timespec clock_ns_to_timespec(uint64_t ns)

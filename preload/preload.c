@@ -39,8 +39,6 @@
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
-/* At exit the app waits at most this long for the final profile. */
-#define EXIT_FLUSH_TIMEOUT_NS (2ULL * NS_PER_SEC)
 
 static struct config cfg;
 /* On the fork-local page when it has room: the signal handler writes the pair's
@@ -424,7 +422,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	 * call (the vDSO does not serve CPU clocks). */
 	struct timespec pre;
 	if (is_main && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pre) == 0) {
-		uint64_t ns = (uint64_t)pre.tv_sec * 1000000000ULL + (uint64_t)pre.tv_nsec;
+		uint64_t ns = timespec_ns(&pre);
 		if (ns <= SAMPLER_PRESTART_CREDIT_MAX_NS)
 			profiles_note_startup(profiles, sampler_gettid(), ns);
 	}
@@ -455,7 +453,7 @@ FORK_CHILD_PATH __attribute__((destructor)) static void ddprof_fini(void)
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return;
 	int saved_errno = errno;
-	uploader_stop(EXIT_FLUSH_TIMEOUT_NS);
+	uploader_stop();
 	sampler_set_enabled(false);
 	errno = saved_errno;
 }

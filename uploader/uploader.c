@@ -94,9 +94,9 @@ FORK_CHILD_DATA static _Atomic bool thread_spawned;
  */
 FORK_CHILD_DATA static struct symbolizer *live_sym;
 FORK_CHILD_DATA static struct symbolizer *inherited_sym;
+static const struct config *up_cfg;
 /* What a fork child's exit reads: on the page it touches anyway (common/fork_child.h);
- * the exit timeout copied there, not read from the pages of cfg. */
-FORK_CHILD_DATA static const struct config *up_cfg;
+ * the exit timeout copied there by uploader_start, not read from the pages of cfg. */
 FORK_CHILD_DATA static struct profile_pair *up_profiles;
 FORK_CHILD_DATA static uint64_t exit_flush_timeout_ns = CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS;
 static thread_create_fn up_create;
@@ -167,7 +167,7 @@ static uint64_t take_profiler_cpu_ns(void)
 	struct timespec ts;
 	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
 		return 0;
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	uint64_t now = timespec_ns(&ts);
 	uint64_t d = now > profiler_cpu_accounted ? now - profiler_cpu_accounted : 0;
 	profiler_cpu_accounted = now;
 	return d;
@@ -179,7 +179,7 @@ static uint64_t process_cpu_ns(void)
 	struct timespec ts;
 	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
 		return UINT64_MAX;
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return timespec_ns(&ts);
 }
 
 FORK_CHILD_PATH static void control_init(void)
@@ -219,7 +219,7 @@ static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 
 
 static void uploader_atexit(void)
 {
-	uploader_stop(exit_flush_timeout_ns);
+	uploader_stop();
 }
 
 /* libcurl's TLS library registers its exit cleanup (atexit) when libcurl initializes;
@@ -674,10 +674,9 @@ static bool flushed(uint64_t gen)
 	return ctl.flush_completed >= gen || ctl.done;
 }
 
-FORK_CHILD_PATH void uploader_stop(uint64_t timeout_ns)
+FORK_CHILD_PATH void uploader_stop(void)
 {
-	if (up_cfg)
-		timeout_ns = exit_flush_timeout_ns;
+	uint64_t timeout_ns = exit_flush_timeout_ns;
 	/* exit() called from a thread the application created: its CPU since its last
 	 * sample goes into the final profile (agent/sampler.h). The main thread and a
 	 * fork child keep whole-period weights and have nothing to add: their exit pays

@@ -66,9 +66,9 @@ void uploader_ensure_thread(void);
 void uploader_safe_point(void);
 
 /* Exports what is pending and stops the thread, waiting at most the configured
- * DD_PROFILING_EXIT_FLUSH_TIMEOUT (timeout_ns only before uploader_start has run); past
- * it the final profile is dropped and counted. Idempotent: only the first call waits. */
-void uploader_stop(uint64_t timeout_ns);
+ * DD_PROFILING_EXIT_FLUSH_TIMEOUT (its default before uploader_start has run); past it
+ * the final profile is dropped and counted. Idempotent: only the first call waits. */
+void uploader_stop(void);
 
 /* Uploads what is pending now and waits for it (at most timeout_ns). 0, -ETIMEDOUT,
  * or -ESRCH when the uploader is not running. */
