@@ -26,8 +26,12 @@ size_t fork_child_data_bytes(void)
 
 FORK_CHILD_PATH void fork_local_mutex_after_fork(pthread_mutex_t *m)
 {
-	if (!fork_local_owns(m))
-		pthread_mutex_init(m, NULL);
+	if (!fork_local_owns(m)) {
+		/* Same as pthread_mutex_init(m, NULL), without a call into libc's code
+		 * (common/raw_syscall.h says why). */
+		pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+		*m = fresh;
+	}
 }
 
 FORK_CHILD_PATH bool fork_local_owns(const void *p)

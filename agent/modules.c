@@ -473,11 +473,10 @@ FORK_CHILD_PATH void modules_init(void)
 		if (lock && pthread_mutex_init(lock, NULL) == 0)
 			scan_lock = lock;
 	}
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&ctl_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	/* An assignment, not pthread_cond_init: waits name their clock (clockwait), and a
+	 * fork child touches no code page of libc's for it (common/raw_syscall.h). */
+	pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+	ctl_cond = fresh;
 }
 
 /* Set by modules_set_host: the thread that runs modules_service (the uploader's). */
@@ -536,7 +535,7 @@ static void *modules_thread(void *arg)
 		}
 		if (notify_gen == ready_gen && next > clock_now_ns(CLOCK_MONOTONIC)) {
 			struct timespec ts = clock_ns_to_timespec(next);
-			pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts);
+			pthread_cond_clockwait(&ctl_cond, &ctl_lock, CLOCK_MONOTONIC, &ts);
 		}
 		pthread_mutex_unlock(&ctl_lock);
 	}
@@ -662,7 +661,7 @@ int modules_wait_ready(uint64_t timeout_ns)
 	int rc = 0;
 	while (ready_gen < want) {
 		struct timespec ts = clock_ns_to_timespec(deadline);
-		if (pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts) == ETIMEDOUT) {
+		if (pthread_cond_clockwait(&ctl_cond, &ctl_lock, CLOCK_MONOTONIC, &ts) == ETIMEDOUT) {
 			rc = -ETIMEDOUT;
 			break;
 		}

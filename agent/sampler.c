@@ -29,6 +29,7 @@
 #include "agent/stack_bounds.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/raw_syscall.h"
 
 struct thread_state {
 	uint32_t gen;	      /* fork_gen when last valid: see tls_current */
@@ -125,14 +126,14 @@ FORK_CHILD_PATH pid_t sampler_gettid(void)
 {
 	struct thread_state *ts = tls_current();
 	if (ts->tid == 0)
-		ts->tid = (pid_t)syscall(SYS_gettid);
+		ts->tid = (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0);
 	return ts->tid;
 }
 
 /* async-signal-safe. The tid without touching the thread's state (fork child handler). */
 FORK_CHILD_PATH pid_t sampler_gettid_uncached(void)
 {
-	return (pid_t)syscall(SYS_gettid);
+	return (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0); /* not libc's: see common/raw_syscall.h */
 }
 
 /* The calling thread's CPU clock: a system call, the vDSO does not serve CPU clocks. */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/fork_local.h"
+#include "common/raw_syscall.h"
 #include "agent/sampler.h"
 #include "agent/stack_bounds.h"
 #include "common/clock.h"
@@ -241,25 +242,31 @@ FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, 
 	sev.sigev_signo = timer_signo;
 	sev.sigev_value.sival_ptr = value;
 	sev._sigev_un._tid = tid;
-	if (timer_create(THREAD_CPU_CLOCK(tid), &sev, out) != 0) {
-		int err = errno;
-		if (after_now && err == EINVAL)
+	/* The kernel's calls, not libc's timer_create and timer_settime: a fork child
+	 * arms its timer here, and libc's timer_create is on a code page the child would
+	 * touch for nothing else (common/raw_syscall.h). For a SIGEV_THREAD_ID timer, libc's
+	 * timer_t is the kernel's timer id (a non-negative int): timer_delete takes it. */
+	int kid;
+	long rc = raw_syscall(SYS_timer_create, THREAD_CPU_CLOCK(tid), (long)&sev, (long)&kid, 0);
+	if (rc < 0) {
+		if (after_now && rc == -EINVAL)
 			return -ESRCH; /* it ended since the clock read */
 		atomic_fetch_add_explicit(&timer_failures, 1, memory_order_relaxed);
-		return -err;
+		return (int)rc;
 	}
+	*out = (timer_t)(intptr_t)kid;
 	struct itimerspec its;
 	its.it_value.tv_sec = (time_t)(first / 1000000000ULL);
 	its.it_value.tv_nsec = (long)(first % 1000000000ULL);
 	its.it_interval.tv_sec = (time_t)(timer_period_ns / 1000000000ULL);
 	its.it_interval.tv_nsec = (long)(timer_period_ns % 1000000000ULL);
-	if (timer_settime(*out, flags, &its, NULL) != 0) {
-		int err = errno;
-		timer_delete(*out);
-		if (after_now && err == ESRCH)
+	rc = raw_syscall(SYS_timer_settime, kid, flags, (long)&its, 0);
+	if (rc < 0) {
+		raw_syscall(SYS_timer_delete, kid, 0, 0, 0);
+		if (after_now && rc == -ESRCH)
 			return -ESRCH; /* it ended since timer_create */
 		atomic_fetch_add_explicit(&timer_failures, 1, memory_order_relaxed);
-		return -err;
+		return (int)rc;
 	}
 	return 0;
 }

@@ -452,10 +452,8 @@ FORK_CHILD_PATH __attribute__((destructor)) static void ddprof_fini(void)
 {
 	if (!atomic_load_explicit(&agent_running, memory_order_acquire))
 		return;
-	int saved_errno = errno;
-	uploader_stop();
+	uploader_stop(); /* keeps errno */
 	sampler_set_enabled(false);
-	errno = saved_errno;
 }
 
 /* The library's DT_FINI (the link's -Wl,-fini): nothing to do, on the fork path's code

@@ -38,6 +38,7 @@
 #include "uploader/export_datadog.h"
 #include "uploader/exporter.h"
 #include "uploader/http_send.h"
+#include "uploader/thread_stack.h"
 #include "uploader/pprof.h"
 #include "uploader/upload_stats.h"
 
@@ -186,11 +187,10 @@ FORK_CHILD_PATH static void control_init(void)
 {
 	/* At start-up too: a placed lock was initialized by uploader_place_lock. */
 	fork_local_mutex_after_fork(ctl.lock);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&ctl.cond, &ca);
-	pthread_condattr_destroy(&ca);
+	/* An assignment, not pthread_cond_init: waits name their clock (clockwait), and a
+	 * fork child touches no code page of libc's for it (common/raw_syscall.h). */
+	pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+	ctl.cond = fresh;
 	ctl.running = ctl.stop = ctl.done = false;
 	atomic_store_explicit(&thread_spawned, false, memory_order_relaxed);
 	ctl.final_counted = ctl.abandoned = ctl.cycling = false;
@@ -217,7 +217,7 @@ static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 
 		meta->comments[meta->ncomments++] = up_cfg->tags;
 }
 
-static void uploader_atexit(void)
+FORK_CHILD_PATH static void uploader_atexit(void)
 {
 	uploader_stop();
 }
@@ -531,7 +531,7 @@ static void *uploader_main(void *arg)
 			if (!threads_service_sleep(wake))
 				continue; /* a thread registered meanwhile */
 			struct timespec ts = clock_ns_to_timespec(wake);
-			pthread_cond_timedwait(&ctl.cond, ctl.lock, &ts);
+			pthread_cond_clockwait(&ctl.cond, ctl.lock, CLOCK_MONOTONIC, &ts);
 			threads_service_awake();
 		}
 		bool final = ctl.stop;
@@ -574,6 +574,7 @@ static int spawn_thread(void)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	thread_stack_apply(&attr);
 	/* Block every signal in the new thread: the app's signals go to its own threads. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -658,7 +659,7 @@ static bool wait_until(uint64_t deadline, bool (*pred)(uint64_t), uint64_t arg)
 		if (clock_now_ns(CLOCK_MONOTONIC) >= deadline)
 			return false;
 		struct timespec ts = clock_ns_to_timespec(deadline);
-		pthread_cond_timedwait(&ctl.cond, ctl.lock, &ts);
+		pthread_cond_clockwait(&ctl.cond, ctl.lock, CLOCK_MONOTONIC, &ts);
 	}
 	return true;
 }
@@ -681,17 +682,25 @@ FORK_CHILD_PATH void uploader_stop(void)
 	 * sample goes into the final profile (agent/sampler.h). The main thread and a
 	 * fork child keep whole-period weights and have nothing to add: their exit pays
 	 * no system call for it. */
-	if (sampler_thread_has_end_account() && sampler_thread_sampled())
-		threads_exit_self(NULL);
+	bool end_account = sampler_thread_has_end_account() && sampler_thread_sampled();
 	/* A fork child that deferred its thread: needed now only for a final profile. */
 	hijack_disarm();
+	/* No thread (a fork child that never needed one) and nothing sampled or to
+	 * account: nothing below to do, and neither its lock's page nor libc's errno code
+	 * is touched. A thread another thread of ours starts from now on is one the lock
+	 * would not have shown either. */
+	if (!end_account && !atomic_load_explicit(&thread_spawned, memory_order_relaxed) &&
+	    profiles_empty(up_profiles))
+		return;
+	int saved_errno = errno; /* the exiting program's */
+	if (end_account)
+		threads_exit_self(NULL);
 	if (!profiles_empty(up_profiles))
 		start_deferred(false);
-	/* No thread (a fork child that never needed one): nothing below to do, and its
-	 * lock's page is left untouched. A thread another thread of ours starts from now
-	 * on is one the lock would not have shown either. */
-	if (!atomic_load_explicit(&thread_spawned, memory_order_relaxed))
+	if (!atomic_load_explicit(&thread_spawned, memory_order_relaxed)) {
+		errno = saved_errno;
 		return;
+	}
 	pthread_mutex_lock(ctl.lock);
 	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles)) {
 		/* Nothing sampled since the last upload and nothing in flight: no final
@@ -718,6 +727,7 @@ FORK_CHILD_PATH void uploader_stop(void)
 		}
 	}
 	pthread_mutex_unlock(ctl.lock);
+	errno = saved_errno;
 }
 
 int uploader_flush(uint64_t timeout_ns)

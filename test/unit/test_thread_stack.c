@@ -1,0 +1,164 @@
+/*
+ * test_thread_stack.c - unit tests of uploader/thread_stack.c: the uploader thread runs
+ * on our mapping, with a guard page below it; a fork child sees that mapping zero-filled
+ * (MADV_WIPEONFORK: nothing of it copied) and reuses it for its own thread; a second
+ * thread in one process gets a stack of its own.
+ */
+#include "uploader/thread_stack.h"
+
+#include <check.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test/unit/check_run.h"
+
+#define MARK 0x5a
+
+struct seen {
+	uintptr_t local; /* address of 256 bytes of the thread's stack it filled with MARK */
+	volatile uint8_t *marked; /* the same, read while the thread waits */
+	sem_t filled, release;
+	pthread_t thread;
+};
+
+static void *run(void *arg)
+{
+	struct seen *s = arg;
+	volatile uint8_t buf[256];
+	memset((void *)buf, MARK, sizeof(buf));
+	s->local = (uintptr_t)&buf[0];
+	sem_post(&s->filled);
+	while (sem_wait(&s->release) != 0)
+		;
+	return (void *)(uintptr_t)buf[0];
+}
+
+static void start(pthread_attr_t *attr, struct seen *s, void **addr, size_t *size)
+{
+	pthread_attr_init(attr);
+	thread_stack_apply(attr);
+	ck_assert_int_eq(pthread_attr_getstack(attr, addr, size), 0);
+	sem_init(&s->filled, 0, 0);
+	sem_init(&s->release, 0, 0);
+	ck_assert_int_eq(pthread_create(&s->thread, attr, run, s), 0);
+	while (sem_wait(&s->filled) != 0)
+		;
+	s->marked = (volatile uint8_t *)s->local;
+}
+
+static void finish(struct seen *s)
+{
+	sem_post(&s->release);
+	ck_assert_int_eq(pthread_join(s->thread, NULL), 0);
+}
+
+START_TEST(test_thread_runs_on_our_stack)
+{
+	pthread_attr_t attr;
+	struct seen s = {0};
+	void *addr = NULL;
+	size_t size = 0;
+	start(&attr, &s, &addr, &size);
+	ck_assert_ptr_nonnull(addr);
+	ck_assert_uint_ge(size, 1u << 20);
+	ck_assert_msg(s.local >= (uintptr_t)addr && s.local < (uintptr_t)addr + size,
+		      "the thread's local variable %#lx is not in the given stack [%p, +%zu)",
+		      (unsigned long)s.local, addr, size);
+	finish(&s);
+	pthread_attr_destroy(&attr);
+}
+END_TEST
+
+START_TEST(test_fork_child_sees_the_stack_wiped_and_reuses_it)
+{
+	pthread_attr_t attr;
+	struct seen s = {0};
+	void *addr = NULL;
+	size_t size = 0;
+	start(&attr, &s, &addr, &size);
+	ck_assert_int_eq(s.marked[0], MARK);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int bad = 0;
+		for (int i = 0; i < 256; i++)
+			bad |= s.marked[i] != 0;
+		pthread_attr_t again;
+		pthread_attr_init(&again);
+		thread_stack_apply(&again);
+		void *a2 = NULL;
+		size_t s2 = 0;
+		pthread_attr_getstack(&again, &a2, &s2);
+		_exit((bad ? 1 : 0) | (a2 != addr ? 2 : 0));
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_msg((WEXITSTATUS(status) & 1) == 0, "the child saw the parent's stack bytes");
+	ck_assert_msg((WEXITSTATUS(status) & 2) == 0, "the child did not reuse the mapping");
+	ck_assert_int_eq(s.marked[0], MARK); /* the parent's copy is untouched */
+	finish(&s);
+	pthread_attr_destroy(&attr);
+}
+END_TEST
+
+START_TEST(test_guard_page_below_the_stack)
+{
+	pthread_attr_t attr;
+	struct seen s = {0};
+	void *addr = NULL;
+	size_t size = 0;
+	start(&attr, &s, &addr, &size);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		*((volatile uint8_t *)addr - 1) = 1; /* an overflow */
+		_exit(0);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+		      "writing below the stack did not fault");
+	finish(&s);
+	pthread_attr_destroy(&attr);
+}
+END_TEST
+
+START_TEST(test_second_thread_in_one_process_gets_a_new_stack)
+{
+	pthread_attr_t a1, a2;
+	struct seen s1 = {0}, s2 = {0};
+	void *addr1 = NULL, *addr2 = NULL;
+	size_t size1 = 0, size2 = 0;
+	start(&a1, &s1, &addr1, &size1);
+	start(&a2, &s2, &addr2, &size2);
+	ck_assert_ptr_ne(addr1, addr2);
+	ck_assert_int_eq(s1.marked[0], MARK); /* the first stack was not reused */
+	finish(&s1);
+	finish(&s2);
+	pthread_attr_destroy(&a1);
+	pthread_attr_destroy(&a2);
+}
+END_TEST
+
+static Suite *thread_stack_suite(void)
+{
+	Suite *s = suite_create("thread_stack");
+	TCase *tc = tcase_create("thread_stack");
+	tcase_add_test(tc, test_thread_runs_on_our_stack);
+	tcase_add_test(tc, test_fork_child_sees_the_stack_wiped_and_reuses_it);
+	tcase_add_test(tc, test_guard_page_below_the_stack);
+	tcase_add_test(tc, test_second_thread_in_one_process_gets_a_new_stack);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return check_run_suite(thread_stack_suite());
+}
