@@ -12,6 +12,7 @@
  * retired_lock the retired list; both are held only for a few stores.
  */
 #include "modules.h"
+#include "common/page_size.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -246,7 +247,7 @@ static void build_table(struct module *mod, uintptr_t vdso)
 		/* The section headers (which libelf needs to find .eh_frame) sit past the
 		 * segment's end, still inside its last page. */
 		const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)vdso;
-		size_t page = (size_t)sysconf(_SC_PAGESIZE);
+		size_t page = page_size();
 		size_t mapped = (len + page - 1) & ~(page - 1);
 		size_t sh_end = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
 		if (sh_end > len && sh_end <= mapped)

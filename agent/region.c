@@ -10,6 +10,7 @@
  * that holds 1 MiB of stacks costs 1 MiB of RSS, not the ceiling.
  */
 #include "region.h"
+#include "common/page_size.h"
 #include "agent/fork_local.h"
 
 #include <errno.h>
@@ -35,7 +36,7 @@ int region_init(struct region *r, size_t ceiling)
 		madvise(p, ceiling, MADV_DONTFORK);
 	r->base = p;
 	r->ceiling = ceiling;
-	r->page_size = (size_t)sysconf(_SC_PAGESIZE);
+	r->page_size = page_size();
 	atomic_init(&r->used, 0);
 	atomic_init(&r->refused, 0);
 	return 0;

@@ -4,6 +4,7 @@
  * Context: normal context, any thread.
  */
 #include "common/mem_populate.h"
+#include "common/page_size.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -23,7 +24,7 @@ void mem_populate(void *p, size_t len)
 {
 	if (len < MEM_POPULATE_MIN || atomic_load_explicit(&unsupported, memory_order_relaxed))
 		return;
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t page = (uintptr_t)page_size();
 	uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
 	uintptr_t hi = ((uintptr_t)p + len) & ~(page - 1);
 	if (hi <= lo)

@@ -13,6 +13,7 @@
  * Context: normal context, the thread that starts the uploader (under its lock).
  */
 #include "uploader/thread_stack.h"
+#include "common/page_size.h"
 
 #include <stdint.h>
 #include <sys/mman.h>
@@ -33,13 +34,13 @@ void thread_stack_apply(pthread_attr_t *attr)
 		if (p == MAP_FAILED)
 			return; /* glibc's stack, as before */
 		if (madvise(p, UPLOADER_STACK_BYTES, MADV_WIPEONFORK) != 0 ||
-		    mprotect(p, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) != 0) {
+		    mprotect(p, page_size(), PROT_NONE) != 0) {
 			munmap(p, UPLOADER_STACK_BYTES); /* kernel < 4.14: glibc's stack */
 			return;
 		}
 		stack_base = p;
 	}
-	size_t guard = (size_t)sysconf(_SC_PAGESIZE);
+	size_t guard = page_size();
 	if (pthread_attr_setstack(attr, stack_base + guard, UPLOADER_STACK_BYTES - guard) == 0)
 		stack_pid = pid;
 }
