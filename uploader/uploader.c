@@ -165,22 +165,10 @@ FORK_CHILD_DATA static uint64_t profiler_cpu_accounted;
 /* Uploader thread: its CPU time since the last call (PC_PROFILER in agent/unwind.h). */
 static uint64_t take_profiler_cpu_ns(void)
 {
-	struct timespec ts;
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-		return 0;
-	uint64_t now = timespec_ns(&ts);
+	uint64_t now = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
 	uint64_t d = now > profiler_cpu_accounted ? now - profiler_cpu_accounted : 0;
 	profiler_cpu_accounted = now;
 	return d;
-}
-
-/* CPU time of the whole process (since its fork, in a fork child). */
-static uint64_t process_cpu_ns(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
-		return UINT64_MAX;
-	return timespec_ns(&ts);
 }
 
 FORK_CHILD_PATH static void control_init(void)
@@ -364,7 +352,7 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		 * command): names without lines, so that its exit does not wait ~50 ms for
 		 * DWARF (agent/symbolizer.h). */
 		symbolizer_set_names_only(ctx->sym, final && export_seq == 0 &&
-							process_cpu_ns() < NAMES_ONLY_BELOW_NS);
+							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) < NAMES_ONLY_BELOW_NS);
 		note_unloaded_modules(ctx->sym);
 		threads_refresh_names();
 		struct pprof_stats ps;
@@ -675,32 +663,9 @@ static bool flushed(uint64_t gen)
 	return ctl.flush_completed >= gen || ctl.done;
 }
 
-FORK_CHILD_PATH void uploader_stop(void)
+/* The thread is told to stop, and waited for when it has a final profile to send. */
+FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 {
-	uint64_t timeout_ns = exit_flush_timeout_ns;
-	/* exit() called from a thread the application created: its CPU since its last
-	 * sample goes into the final profile (agent/sampler.h). The main thread and a
-	 * fork child keep whole-period weights and have nothing to add: their exit pays
-	 * no system call for it. */
-	bool end_account = sampler_thread_has_end_account() && sampler_thread_sampled();
-	/* A fork child that deferred its thread: needed now only for a final profile. */
-	hijack_disarm();
-	/* No thread (a fork child that never needed one) and nothing sampled or to
-	 * account: nothing below to do, and neither its lock's page nor libc's errno code
-	 * is touched. A thread another thread of ours starts from now on is one the lock
-	 * would not have shown either. */
-	if (!end_account && !atomic_load_explicit(&thread_spawned, memory_order_relaxed) &&
-	    profiles_empty(up_profiles))
-		return;
-	int saved_errno = errno; /* the exiting program's */
-	if (end_account)
-		threads_exit_self(NULL);
-	if (!profiles_empty(up_profiles))
-		start_deferred(false);
-	if (!atomic_load_explicit(&thread_spawned, memory_order_relaxed)) {
-		errno = saved_errno;
-		return;
-	}
 	pthread_mutex_lock(ctl.lock);
 	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles)) {
 		/* Nothing sampled since the last upload and nothing in flight: no final
@@ -727,6 +692,30 @@ FORK_CHILD_PATH void uploader_stop(void)
 		}
 	}
 	pthread_mutex_unlock(ctl.lock);
+}
+
+FORK_CHILD_PATH void uploader_stop(void)
+{
+	/* exit() called from a thread the application created: its CPU since its last
+	 * sample goes into the final profile (agent/sampler.h). The main thread and a
+	 * fork child keep whole-period weights and have nothing to add: their exit pays
+	 * no system call for it. */
+	bool end_account = sampler_thread_has_end_account() && sampler_thread_sampled();
+	/* A fork child that deferred its thread: needed now only for a final profile. */
+	hijack_disarm();
+	/* No thread (a fork child that never needed one) and nothing sampled or to
+	 * account: neither the lock's page nor libc's errno code is touched. A thread
+	 * another thread of ours starts from now on is one the lock would not show. */
+	if (!end_account && !atomic_load_explicit(&thread_spawned, memory_order_relaxed) &&
+	    profiles_empty(up_profiles))
+		return;
+	int saved_errno = errno; /* the exiting program's */
+	if (end_account)
+		threads_exit_self(NULL);
+	if (!profiles_empty(up_profiles))
+		start_deferred(false);
+	if (atomic_load_explicit(&thread_spawned, memory_order_relaxed))
+		stop_thread(exit_flush_timeout_ns);
 	errno = saved_errno;
 }
 
