@@ -24,6 +24,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/str_join.h"
+
 #define NSEC_PER_SEC 1000000000ULL
 /* Longest upload period accepted: one day. Longer is surely a unit mistake. */
 #define MAX_UPLOAD_PERIOD_S 86400ULL
@@ -516,18 +518,6 @@ static bool host_ok(const char *s)
 	return true;
 }
 
-/* dst = the parts, in order, cut to cap bytes (with the NUL). Not snprintf: its code
- * is several pages that a process which never formats would not touch (start-up cost,
- * a fault each on our VMs). */
-static void join(char *dst, size_t cap, const char *const *parts, size_t n)
-{
-	size_t w = 0;
-	for (size_t i = 0; i < n; i++)
-		for (const char *s = parts[i]; *s && w + 1 < cap; s++)
-			dst[w++] = *s;
-	dst[w] = '\0';
-}
-
 /* Fills agent_url; true when one of the agent variables was set. */
 static bool load_agent(struct loader *ld, struct config *out)
 {
@@ -568,7 +558,7 @@ static bool load_agent(struct loader *ld, struct config *out)
 			*--d = (char)('0' + port % 10);
 		while ((port /= 10) != 0);
 		const char *parts[] = {"http://", v6 ? "[" : "", host, v6 ? "]" : "", ":", d};
-		join(out->agent_url, sizeof(out->agent_url), parts, 6);
+		str_join(out->agent_url, sizeof(out->agent_url), parts, 6);
 	}
 	return explicit;
 }
@@ -586,7 +576,7 @@ static bool load_agentless(struct loader *ld, struct config *out)
 		    ld, v,
 		    "is not a domain such as datadoghq.eu; using the default " CONFIG_DEFAULT_SITE);
 	const char *parts[] = {"https://intake.profile.", out->site, "/api/v2/profile"};
-	join(out->agentless_url, sizeof(out->agentless_url), parts, 3);
+	str_join(out->agentless_url, sizeof(out->agentless_url), parts, 3);
 	v = lookup(ld, "DD_PROFILING_AGENTLESS_URL");
 	bool url_ok = true;
 	if (v && url_scheme(v, URL_HTTPS) && strlen(v) < sizeof(out->agentless_url)) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/str_join.h"
 #include "uploader/exporter.h"
 
 #define PROFILE_FILE_MODE 0600
@@ -26,31 +27,12 @@ struct file_exporter {
 	char dir[PATH_MAX];
 };
 
-/* dst = the parts, in order; false (dst cut) when they do not fit in cap bytes with the
- * NUL. Not snprintf: at start-up its code is several pages a short process touches for
- * nothing else (a fault each on our VMs, the start-up benchmark's largest libc share). */
-static bool join(char *dst, size_t cap, const char *const *parts, size_t n)
-{
-	size_t w = 0;
-	for (size_t i = 0; i < n; i++) {
-		for (const char *c = parts[i]; *c; c++) {
-			if (w + 1 >= cap) {
-				dst[w] = '\0';
-				return false;
-			}
-			dst[w++] = *c;
-		}
-	}
-	dst[w] = '\0';
-	return true;
-}
-
 /* mkdir -p: the directory itself first, which is all it takes when it exists (one
  * system call at start-up); its parents only when they are missing. */
 static int make_dirs(const char *dir)
 {
 	char path[PATH_MAX];
-	if (!join(path, sizeof(path), &dir, 1))
+	if (!str_join(path, sizeof(path), &dir, 1))
 		return -ENAMETOOLONG;
 	if (mkdir(path, PROFILE_DIR_MODE) == 0 || errno == EEXIST)
 		return 0;
@@ -127,7 +109,7 @@ struct exporter *export_file_new(const char *dir)
 	struct file_exporter *fe = calloc(1, sizeof(*fe));
 	if (!fe)
 		return NULL;
-	if (!join(fe->dir, sizeof(fe->dir), &dir, 1)) {
+	if (!str_join(fe->dir, sizeof(fe->dir), &dir, 1)) {
 		free(fe);
 		return NULL;
 	}
@@ -141,7 +123,7 @@ struct exporter *export_file_new(const char *dir)
 	}
 	fe->base.name = "file";
 	const char *label[] = {"file (", dir, ")"};
-	join(fe->base.label, sizeof(fe->base.label), label, 3);
+	str_join(fe->base.label, sizeof(fe->base.label), label, 3);
 	ratelimit_init(&fe->base.warn, RATELIMIT_DEFAULT_INTERVAL_NS);
 	fe->base.send = file_send;
 	fe->base.destroy = file_destroy;

@@ -50,6 +50,14 @@ static void start(pthread_attr_t *attr, struct seen *s, void **addr, size_t *siz
 	s->marked = (volatile uint8_t *)s->local;
 }
 
+/* The child's wait status. */
+static int child_status(pid_t pid)
+{
+	int status = 0;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
 static void finish(struct seen *s)
 {
 	sem_post(&s->release);
@@ -95,8 +103,7 @@ START_TEST(test_fork_child_sees_the_stack_wiped_and_reuses_it)
 		pthread_attr_getstack(&again, &a2, &s2);
 		_exit((bad ? 1 : 0) | (a2 != addr ? 2 : 0));
 	}
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	int status = child_status(pid);
 	ck_assert(WIFEXITED(status));
 	ck_assert_msg((WEXITSTATUS(status) & 1) == 0, "the child saw the parent's stack bytes");
 	ck_assert_msg((WEXITSTATUS(status) & 2) == 0, "the child did not reuse the mapping");
@@ -120,8 +127,7 @@ START_TEST(test_guard_page_below_the_stack)
 		*((volatile uint8_t *)addr - 1) = 1; /* an overflow */
 		_exit(0);
 	}
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	int status = child_status(pid);
 	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
 		      "writing below the stack did not fault");
 	finish(&s);
