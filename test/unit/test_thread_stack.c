@@ -18,7 +18,11 @@
 
 #define MARK 0x5a
 
+/* A thread started on thread_stack_apply's stack, waiting to be released. */
 struct seen {
+	pthread_attr_t attr;
+	void *addr; /* the stack given to it */
+	size_t size;
 	uintptr_t local; /* address of 256 bytes of the thread's stack it filled with MARK */
 	volatile uint8_t *marked; /* the same, read while the thread waits */
 	sem_t filled, release;
@@ -37,14 +41,15 @@ static void *run(void *arg)
 	return (void *)(uintptr_t)buf[0];
 }
 
-static void start(pthread_attr_t *attr, struct seen *s, void **addr, size_t *size)
+static void start(struct seen *s)
 {
-	pthread_attr_init(attr);
-	thread_stack_apply(attr);
-	ck_assert_int_eq(pthread_attr_getstack(attr, addr, size), 0);
+	pthread_attr_init(&s->attr);
+	thread_stack_apply(&s->attr);
+	ck_assert_int_eq(pthread_attr_getstack(&s->attr, &s->addr, &s->size), 0);
+	ck_assert_ptr_nonnull(s->addr); /* ours, not glibc's default */
 	sem_init(&s->filled, 0, 0);
 	sem_init(&s->release, 0, 0);
-	ck_assert_int_eq(pthread_create(&s->thread, attr, run, s), 0);
+	ck_assert_int_eq(pthread_create(&s->thread, &s->attr, run, s), 0);
 	while (sem_wait(&s->filled) != 0)
 		;
 	s->marked = (volatile uint8_t *)s->local;
@@ -62,32 +67,25 @@ static void finish(struct seen *s)
 {
 	sem_post(&s->release);
 	ck_assert_int_eq(pthread_join(s->thread, NULL), 0);
+	pthread_attr_destroy(&s->attr);
 }
 
 START_TEST(test_thread_runs_on_our_stack)
 {
-	pthread_attr_t attr;
 	struct seen s = {0};
-	void *addr = NULL;
-	size_t size = 0;
-	start(&attr, &s, &addr, &size);
-	ck_assert_ptr_nonnull(addr);
-	ck_assert_uint_ge(size, 1u << 20);
-	ck_assert_msg(s.local >= (uintptr_t)addr && s.local < (uintptr_t)addr + size,
+	start(&s);
+	ck_assert_uint_ge(s.size, 1u << 20);
+	ck_assert_msg(s.local >= (uintptr_t)s.addr && s.local < (uintptr_t)s.addr + s.size,
 		      "the thread's local variable %#lx is not in the given stack [%p, +%zu)",
-		      (unsigned long)s.local, addr, size);
+		      (unsigned long)s.local, s.addr, s.size);
 	finish(&s);
-	pthread_attr_destroy(&attr);
 }
 END_TEST
 
 START_TEST(test_fork_child_sees_the_stack_wiped_and_reuses_it)
 {
-	pthread_attr_t attr;
 	struct seen s = {0};
-	void *addr = NULL;
-	size_t size = 0;
-	start(&attr, &s, &addr, &size);
+	start(&s);
 	ck_assert_int_eq(s.marked[0], MARK);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
@@ -101,7 +99,7 @@ START_TEST(test_fork_child_sees_the_stack_wiped_and_reuses_it)
 		void *a2 = NULL;
 		size_t s2 = 0;
 		pthread_attr_getstack(&again, &a2, &s2);
-		_exit((bad ? 1 : 0) | (a2 != addr ? 2 : 0));
+		_exit((bad ? 1 : 0) | (a2 != s.addr ? 2 : 0));
 	}
 	int status = child_status(pid);
 	ck_assert(WIFEXITED(status));
@@ -109,46 +107,36 @@ START_TEST(test_fork_child_sees_the_stack_wiped_and_reuses_it)
 	ck_assert_msg((WEXITSTATUS(status) & 2) == 0, "the child did not reuse the mapping");
 	ck_assert_int_eq(s.marked[0], MARK); /* the parent's copy is untouched */
 	finish(&s);
-	pthread_attr_destroy(&attr);
 }
 END_TEST
 
 START_TEST(test_guard_page_below_the_stack)
 {
-	pthread_attr_t attr;
 	struct seen s = {0};
-	void *addr = NULL;
-	size_t size = 0;
-	start(&attr, &s, &addr, &size);
+	start(&s);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		signal(SIGSEGV, SIG_DFL);
-		*((volatile uint8_t *)addr - 1) = 1; /* an overflow */
+		*((volatile uint8_t *)s.addr - 1) = 1; /* an overflow */
 		_exit(0);
 	}
 	int status = child_status(pid);
 	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
 		      "writing below the stack did not fault");
 	finish(&s);
-	pthread_attr_destroy(&attr);
 }
 END_TEST
 
 START_TEST(test_second_thread_in_one_process_gets_a_new_stack)
 {
-	pthread_attr_t a1, a2;
 	struct seen s1 = {0}, s2 = {0};
-	void *addr1 = NULL, *addr2 = NULL;
-	size_t size1 = 0, size2 = 0;
-	start(&a1, &s1, &addr1, &size1);
-	start(&a2, &s2, &addr2, &size2);
-	ck_assert_ptr_ne(addr1, addr2);
+	start(&s1);
+	start(&s2);
+	ck_assert_ptr_ne(s1.addr, s2.addr);
 	ck_assert_int_eq(s1.marked[0], MARK); /* the first stack was not reused */
 	finish(&s1);
 	finish(&s2);
-	pthread_attr_destroy(&a1);
-	pthread_attr_destroy(&a2);
 }
 END_TEST
 
