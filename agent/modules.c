@@ -719,7 +719,9 @@ FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
 	mod_lock = fresh;
 	ctl_lock = fresh;
 	retired_lock = fresh;
-	*scan_lock = fresh; /* held by our prepare handler */
+	/* Held by our prepare handler; on the fork-local page it is zero-filled already,
+	 * and not touching that page spares most children a fault. */
+	fork_local_mutex_after_fork(scan_lock);
 	modules_init();
 	module_map_after_fork();
 	nretired = 0; /* the parent's profile owns them */

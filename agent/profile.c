@@ -21,6 +21,68 @@
  * (the library's): a second profiles_init would overwrite it. */
 FORK_CHILD_DATA static struct region pristine[2];
 
+/*
+ * A fork child's pair on the fork-local page is set up again at its first use, not in
+ * the fork handler: a child that never samples, uploads or flushes (most children of
+ * a fork storm or a pre-fork server) never touches that page, one fault less per
+ * child on these virtual machines. The state is on the FORK_CHILD_DATA page, which the
+ * child's fork handlers write anyway and the parent only reads (READY, always).
+ * PENDING: set in the fork handler; SETTING: one thread (or handler) is setting up.
+ */
+enum { PAIR_READY, PAIR_PENDING, PAIR_SETTING };
+FORK_CHILD_DATA static _Atomic unsigned pending_state;
+FORK_CHILD_DATA static struct profile_pair *pending_pair; /* set before PENDING */
+FORK_CHILD_DATA static uint64_t pending_start_ns;
+/* Samples a handler dropped because another thread (or the code it interrupted) was
+ * setting up; moved into the next swapped-out profile. Written only in such a child
+ * (and reset by every child's fork handler, on the page it writes anyway). */
+FORK_CHILD_DATA static _Atomic uint64_t settle_dropped_samples, settle_dropped_cpu_ns;
+
+/* async-signal-safe. The set-up profiles_reinit_after_fork used to do in the child. */
+static void set_up_wiped(struct profile_pair *pp)
+{
+	for (int i = 0; i < 2; i++) {
+		/* Zero-filled in this child, so empty: only the set-up comes back. */
+		pp->p[i].region = pristine[i];
+		trie_init(&pp->p[i].trie, &pp->p[i].region);
+		region_after_fork(&pp->p[i].region); /* a wiped region: counters only */
+	}
+	atomic_store_explicit(&pp->active, 0, memory_order_relaxed);
+	pp->p[0].start_ns = pending_start_ns;
+}
+
+/* async-signal-safe. Whether pp may be used: set up first if it is a fork child's
+ * pending pair. False only while another thread, or the code this handler interrupted,
+ * is setting it up. */
+static bool pair_usable(struct profile_pair *pp)
+{
+	/* acquire: pairs with the release store below, so that a thread that sees READY
+	 * sees the set-up. Free on x86; in the parent the value never changes. */
+	unsigned st = atomic_load_explicit(&pending_state, memory_order_acquire);
+	if (__builtin_expect(st == PAIR_READY, 1) || pp != pending_pair)
+		return true;
+	/* acquire (on failure too): pairs with the release store below, when another
+	 * thread's set-up is seen complete. */
+	if (st == PAIR_PENDING &&
+	    atomic_compare_exchange_strong_explicit(&pending_state, &st, PAIR_SETTING,
+						    memory_order_acquire, memory_order_acquire)) {
+		set_up_wiped(pp);
+		/* release: publishes the set-up to the acquire loads above. */
+		atomic_store_explicit(&pending_state, PAIR_READY, memory_order_release);
+		return true;
+	}
+	return st == PAIR_READY;
+}
+
+/* Thread context (never a handler): waits out another thread's set-up, a few stores. */
+static void pair_settle(struct profile_pair *pp)
+{
+	while (!pair_usable(pp)) {
+		struct timespec ts = {0, 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns)
 {
 	memset(pp, 0, sizeof(*pp));
@@ -56,6 +118,11 @@ void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs,
 void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
 		       uint32_t samples, uint64_t cpu_ns)
 {
+	if (!pair_usable(pp)) {
+		atomic_fetch_add_explicit(&settle_dropped_samples, samples, memory_order_relaxed);
+		atomic_fetch_add_explicit(&settle_dropped_cpu_ns, cpu_ns, memory_order_relaxed);
+		return;
+	}
 	struct profile *p;
 	for (;;) {
 		/* seq_cst (all four Dekker accesses): pairs with the flip and the writer
@@ -88,11 +155,13 @@ void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pc
 
 struct profile *profiles_active(struct profile_pair *pp)
 {
+	pair_settle(pp);
 	return &pp->p[atomic_load_explicit(&pp->active, memory_order_acquire)];
 }
 
 struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
 {
+	pair_settle(pp);
 	/* Only this thread writes active: relaxed read of our own value. */
 	unsigned old = atomic_load_explicit(&pp->active, memory_order_relaxed);
 	struct profile *next = &pp->p[old ^ 1];
@@ -105,6 +174,14 @@ struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
 	while (atomic_load_explicit(&p->writers, memory_order_seq_cst) != 0) {
 		struct timespec ts = {0, SWAP_POLL_NS};
 		nanosleep(&ts, NULL);
+	}
+	uint64_t lost = atomic_exchange_explicit(&settle_dropped_samples, 0, memory_order_relaxed);
+	if (lost) {
+		atomic_fetch_add_explicit(&p->samples, lost, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->dropped_samples, lost, memory_order_relaxed);
+		uint64_t ns = atomic_exchange_explicit(&settle_dropped_cpu_ns, 0, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->cpu_ns, ns, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->dropped_cpu_ns, ns, memory_order_relaxed);
 	}
 	return p;
 }
@@ -121,24 +198,29 @@ void profile_reset(struct profile *p)
 
 FORK_CHILD_PATH bool profiles_empty(struct profile_pair *pp)
 {
+	/* A pending pair is empty, and reading it would touch its page. */
+	if (atomic_load_explicit(&pending_state, memory_order_relaxed) != PAIR_READY &&
+	    pp == pending_pair)
+		return atomic_load_explicit(&settle_dropped_samples, memory_order_relaxed) == 0;
 	return !profile_has_data(&pp->p[0]) && !profile_has_data(&pp->p[1]);
 }
 
 FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)
 {
 	/* Single-threaded here (fork child): plain resets are safe. */
-	bool wiped = fork_local_owns(pp);
+	if (fork_local_owns(pp)) {
+		/* Zero-filled in this child: set up at its first use (pair_usable). */
+		pending_pair = pp;
+		pending_start_ns = now_ns;
+		atomic_store_explicit(&pending_state, PAIR_PENDING, memory_order_relaxed);
+		atomic_store_explicit(&settle_dropped_samples, 0, memory_order_relaxed);
+		atomic_store_explicit(&settle_dropped_cpu_ns, 0, memory_order_relaxed);
+		return;
+	}
 	for (int i = 0; i < 2; i++) {
-		if (wiped) {
-			/* Zero-filled in this child, so empty: only the set-up comes back. */
-			pp->p[i].region = pristine[i];
-			trie_init(&pp->p[i].trie, &pp->p[i].region);
-		}
 		region_after_fork(&pp->p[i].region);
-		if (!wiped) {
-			profile_reset(&pp->p[i]);
-			atomic_store_explicit(&pp->p[i].writers, 0, memory_order_relaxed);
-		}
+		profile_reset(&pp->p[i]);
+		atomic_store_explicit(&pp->p[i].writers, 0, memory_order_relaxed);
 	}
 	atomic_store_explicit(&pp->active, 0, memory_order_relaxed);
 	pp->p[0].start_ns = now_ns;
@@ -153,6 +235,7 @@ void profiles_note_startup(struct profile_pair *pp, int32_t tid, uint64_t cpu_ns
 
 uint64_t profiles_take_startup(struct profile_pair *pp, int32_t *tid)
 {
+	pair_settle(pp);
 	uint64_t ns = pp->startup_cpu_ns;
 	pp->startup_cpu_ns = 0;
 	*tid = pp->startup_tid;

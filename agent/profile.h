@@ -98,7 +98,10 @@ void profile_start_if_unset(struct profile *p, uint64_t ns);
 void profile_reset(struct profile *p);
 
 /* In a fork child: handlers that were inside a profile in other parent threads no
- * longer exist; forget both profiles' contents and writer counts. */
+ * longer exist; forget both profiles' contents and writer counts. A pair on the
+ * fork-local page (zero-filled in the child) is only marked: the first call of any
+ * function above sets it up (the handler's too), so that a child that never uses it
+ * never touches its page. */
 void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns);
 
 #endif

@@ -332,10 +332,10 @@ FORK_CHILD_PATH static void forget_stale_locked(pid_t tid)
 	stale->status = THREAD_ENDED;
 }
 
-FORK_CHILD_PATH static int start_tid(pid_t tid, bool self, bool exact)
+/* Registry lock held, or the only thread of a fork child in its fork handler. */
+FORK_CHILD_PATH static int start_tid_locked(pid_t tid, bool self, bool exact)
 {
 	int rc = 0;
-	pthread_mutex_lock(registry_lock);
 	if (self)
 		forget_stale_locked(tid);
 	if (!find_live(tid)) {
@@ -348,6 +348,13 @@ FORK_CHILD_PATH static int start_tid(pid_t tid, bool self, bool exact)
 		else if (e && !self)
 			read_comm(tid, e->name);
 	}
+	return rc;
+}
+
+static int start_tid(pid_t tid, bool self, bool exact)
+{
+	pthread_mutex_lock(registry_lock);
+	int rc = start_tid_locked(tid, self, exact);
 	pthread_mutex_unlock(registry_lock);
 	return rc;
 }
@@ -724,8 +731,10 @@ FORK_CHILD_PATH pid_t threads_fork_child_pid(void)
 FORK_CHILD_PATH void threads_atfork_child_arm(void)
 {
 	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
-	 * the timer are new. */
-	int rc = start_tid(child_tid, true, false);
+	 * the timer are new. No lock: this is the child's only thread, and the lock is
+	 * on the fork-local page, which a child that never samples then never touches
+	 * (a page fault less per child on these virtual machines). */
+	int rc = start_tid_locked(child_tid, true, false);
 	if (rc < 0)
 		log_debug("cannot arm the CPU timer in the fork child: %s", strerror(-rc));
 }

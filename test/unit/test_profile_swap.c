@@ -10,6 +10,7 @@
  * Smaller tests check alternation, waiting for writers, reset and the fork reinit.
  */
 #include "agent/profile.h"
+#include "agent/fork_local.h"
 
 #include <check.h>
 
@@ -18,7 +19,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -395,6 +399,78 @@ START_TEST(test_startup_cpu_is_taken_once)
 }
 END_TEST
 
+/* Whether the page holding p is resident (mincore). */
+static bool page_resident(const void *p)
+{
+	unsigned char vec = 0;
+	void *page = (void *)((uintptr_t)p & ~(uintptr_t)4095);
+	ck_assert_int_eq(mincore(page, 4096, &vec), 0);
+	return vec & 1;
+}
+
+/* In the child: exit status 0, or the number of the check that failed. */
+static int child_checks(struct profile_pair *pp)
+{
+	profiles_reinit_after_fork(pp, 77);
+	/* A child that neither samples nor uploads never touches the pair's page. */
+	if (!profiles_empty(pp))
+		return 2;
+	if (page_resident(pp))
+		return 3;
+	/* WRITERS threads race for the set-up with their first records. */
+	pthread_barrier_t start;
+	atomic_bool stop = false;
+	struct writer w[WRITERS];
+	pthread_barrier_init(&start, NULL, WRITERS + 1);
+	for (uint32_t i = 0; i < WRITERS; i++) {
+		w[i] = (struct writer){.id = i, .pp = pp, .start = &start, .stop = &stop,
+				       .new_every = 7};
+		pthread_create(&w[i].thread, NULL, writer_main, &w[i]);
+	}
+	pthread_barrier_wait(&start);
+	sleep_ns(20 * 1000000ULL);
+	atomic_store(&stop, true);
+	uint64_t records = 0, weights = 0;
+	for (uint32_t i = 0; i < WRITERS; i++) {
+		pthread_join(w[i].thread, NULL);
+		records += w[i].records;
+		weights += w[i].weights;
+	}
+	if (!page_resident(pp) || profiles_empty(pp))
+		return 4;
+	struct profile *first = profiles_active(pp);
+	if (first != &pp->p[0] || first->start_ns != 77)
+		return 5;
+	struct totals tot = {0};
+	swap_and_collect(pp, &tot);
+	swap_and_collect(pp, &tot);
+	if (tot.samples != records || tot.cpu_ns != weights || tot.inconsistent ||
+	    tot.not_alternating || records == 0)
+		return 6;
+	/* The parent's sample is not the child's. */
+	return tot.node_samples + tot.dropped_samples == records ? 0 : 7;
+}
+
+START_TEST(test_a_fork_child_sets_up_its_wiped_pair_at_first_use)
+{
+	struct profile_pair *pp = fork_local_alloc(sizeof(*pp));
+	ck_assert_ptr_nonnull(pp);
+	ck_assert_int_eq(profiles_init(pp, MIB, 0), 0);
+	profiles_record(pp, 7, stack_a, 3, 10);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(child_checks(pp));
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	/* The parent's pair is as it was. */
+	ck_assert_uint_eq(atomic_load(&pp->p[0].samples), 1);
+	ck_assert(!profiles_empty(pp));
+}
+END_TEST
+
 static Suite *profile_swap_suite(void)
 {
 	Suite *s = suite_create("profile_swap");
@@ -404,6 +480,7 @@ static Suite *profile_swap_suite(void)
 	tcase_add_test(tc, test_profile_reset_empties_counters_trie_and_region);
 	tcase_add_test(tc, test_swap_waits_for_writers_to_leave);
 	tcase_add_test(tc, test_reinit_after_fork_forgets_both_profiles_and_writers);
+	tcase_add_test(tc, test_a_fork_child_sets_up_its_wiped_pair_at_first_use);
 	tcase_add_test(tc, test_startup_cpu_is_taken_once);
 	tcase_add_test(tc, test_swap_loses_no_sample);
 	tcase_add_test(tc, test_swap_loses_no_sample_when_the_ceiling_drops_new_stacks);
