@@ -165,7 +165,8 @@ TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c agent/reg
 TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table.c \
 	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c agent/elf_image.c \
 	agent/sampler.c agent/stack_bounds.c agent/stack_ranges.c agent/hijack.c \
-	agent/unwind_dwarf.c agent/thread_start.c agent/threads.c common/hashmap.c
+	agent/unwind_dwarf.c agent/thread_start.c agent/threads.c common/hashmap.c \
+	agent/cfi_cache.c common/fs_util.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
 	@set -e; for t in $(TSAN_TESTS); do \

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/cfi_cache.h"
 #include "agent/module_map.h"
 #include "agent/fork_local.h"
 #include "agent/sampler.h"
@@ -237,6 +238,7 @@ static void build_table(struct module *mod, uintptr_t vdso)
 {
 	uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
 	int rc;
+	bool cached = false;
 	if (mod->is_vdso) {
 		/* Read from memory (there is no file); a copy keeps libelf away from the
 		 * live mapping. Its size: the end of its highest segment. */
@@ -261,7 +263,11 @@ static void build_table(struct module *mod, uintptr_t vdso)
 			rc = -ENOMEM;
 		}
 	} else {
-		rc = cfi_table_build_elf(mod->path, NULL, 0, &mod->table);
+		/* Built once per file for every process (agent/cfi_cache.h). */
+		cached = cfi_cache_load(mod->path, &mod->table) == 0;
+		rc = cached ? 0 : cfi_table_build_elf(mod->path, NULL, 0, &mod->table);
+		if (rc == 0 && !cached)
+			cfi_cache_store(mod->path, &mod->table);
 	}
 	mod->built = true;
 	mod->has_table = rc == 0;
@@ -270,9 +276,9 @@ static void build_table(struct module *mod, uintptr_t vdso)
 	if (rc == 0) {
 		atomic_fetch_add_explicit(&st_fdes_skipped, mod->table.fdes_skipped,
 					  memory_order_relaxed);
-		log_debug("modules: %s: %zu unwind rows (%zu KiB) in %.2f ms", mod->path,
+		log_debug("modules: %s: %zu unwind rows (%zu KiB) in %.2f ms%s", mod->path,
 			  mod->table.nrows, cfi_table_bytes(&mod->table) >> 10,
-			  (double)mod->build_ns / 1e6);
+			  (double)mod->build_ns / 1e6, cached ? ", from the unwind cache" : "");
 	} else {
 		atomic_fetch_add_explicit(&st_build_failures, 1, memory_order_relaxed);
 		log_debug("modules: %s: no unwind table (%s); frame pointers only", mod->path,

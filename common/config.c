@@ -358,6 +358,35 @@ static void load_output_dir(struct loader *ld, struct config *out)
 		 sizeof(out->output_dir) - 1);
 }
 
+static void load_unwind_cache_dir(struct loader *ld, struct config *out)
+{
+	out->unwind_cache_dir[0] = '\0';
+	const char *raw = ld->get("DD_PROFILING_UNWIND_CACHE_DIR");
+	if (raw && !raw[0])
+		return; /* set and empty: off */
+	const char *v = lookup(ld, "DD_PROFILING_UNWIND_CACHE_DIR");
+	const char *parts[2] = {v, ""};
+	if (!v) {
+		/* The XDG base directory rule: relative values are ignored. */
+		const char *xdg = ld->get("XDG_CACHE_HOME"), *home = ld->get("HOME");
+		if (xdg && xdg[0] == '/') {
+			parts[0] = xdg;
+			parts[1] = "/libddprof";
+		} else if (home && home[0] == '/') {
+			parts[0] = home;
+			parts[1] = "/.cache/libddprof";
+		} else {
+			return;
+		}
+	}
+	if (!str_join(out->unwind_cache_dir, sizeof(out->unwind_cache_dir), parts, 2)) {
+		out->unwind_cache_dir[0] = '\0';
+		if (v)
+			warn_bad(ld, v, "is longer than %zu bytes; the unwind cache is off",
+				 sizeof(out->unwind_cache_dir) - 1);
+	}
+}
+
 /* DD_TAGS, PYROSCOPE_TAGS: entries separated by commas and/or blanks; key:value kept,
  * key=value turned into key:value; entries lacking a key or a value are dropped with a
  * warning each. */
@@ -656,6 +685,7 @@ int config_load(struct config *out, config_getenv_fn get)
 	load_cpu_hz(&ld, out);
 	load_upload_period(&ld, out);
 	load_output_dir(&ld, out);
+	load_unwind_cache_dir(&ld, out);
 	load_max_memory(&ld, out);
 	load_signal(&ld, out);
 	load_string(&ld, "DD_SERVICE", out->service, sizeof(out->service));

@@ -45,6 +45,10 @@ struct ddprof_diagnostics {
 	/* Added with late timers: a thread the application creates gets its timer from
 	 * the profiler's thread once it has lived 1 ms (shorter ones never need one). */
 	uint64_t timers_armed_late; /* timers armed that way */
+	/* Added with the unwind table cache (DD_PROFILING_UNWIND_CACHE_DIR). */
+	uint64_t unwind_cache_hits;	      /* tables loaded from it instead of built */
+	uint64_t unwind_cache_stored;	      /* tables this process wrote to it */
+	uint64_t unwind_cache_failures;	      /* files refused, tables it could not write */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

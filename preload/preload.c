@@ -22,6 +22,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "agent/cfi_cache.h"
 #include "agent/hijack.h"
 #include "agent/fork_local.h"
 #include "agent/modules.h"
@@ -436,6 +437,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	/* Unwind tables are built off the application's path, by the uploader thread (one
 	 * profiler thread: each thread costs every fork), or by a thread of their own if
 	 * the uploader's could not start. */
+	cfi_cache_set_dir(cfg.unwind_cache_dir);
 	modules_set_host(uploader_modules_wake);
 	rc = modules_start(real_pthread_create);
 	if (rc < 0)
@@ -508,6 +510,11 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.stacks_incomplete = us2.walks - us2.complete - us2.truncated;
 		d.unwind_fp_fallbacks = us2.fp_steps;
 		d.timers_armed_late = threads_deferred_armed();
+		struct cfi_cache_stats cs;
+		cfi_cache_get_stats(&cs);
+		d.unwind_cache_hits = cs.hits;
+		d.unwind_cache_stored = cs.stored;
+		d.unwind_cache_failures = cs.refused + cs.store_failures;
 		d.uploads_ok = us.uploads_ok;
 		d.uploads_failed = us.uploads_failed;
 		d.uploads_dropped = us.uploads_dropped;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs_util.h"
 #include "common/log.h"
 #include "common/str_join.h"
 #include "uploader/exporter.h"
@@ -27,45 +28,6 @@ struct file_exporter {
 	char dir[PATH_MAX];
 };
 
-/* mkdir -p: the directory itself first, which is all it takes when it exists (one
- * system call at start-up); its parents only when they are missing. */
-static int make_dirs(const char *dir)
-{
-	char path[PATH_MAX];
-	if (!str_join(path, sizeof(path), &dir, 1))
-		return -ENAMETOOLONG;
-	if (mkdir(path, PROFILE_DIR_MODE) == 0 || errno == EEXIST)
-		return 0;
-	if (errno != ENOENT)
-		return -errno;
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(path, PROFILE_DIR_MODE) != 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(path, PROFILE_DIR_MODE) != 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-static int write_all(int fd, const uint8_t *data, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, data, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int file_send(struct exporter *e, const struct export_item *item)
 {
 	struct file_exporter *fe = (struct file_exporter *)e;
@@ -77,7 +39,7 @@ static int file_send(struct exporter *e, const struct export_item *item)
 	if (n1 >= (int)sizeof(final) || n2 >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	/* The directory may have been removed since start-up. */
-	make_dirs(fe->dir);
+	fs_make_dirs(fe->dir, PROFILE_DIR_MODE);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, PROFILE_FILE_MODE);
 	if (fd < 0 && errno == EEXIST) {
 		/* A leftover of a crashed process with our pid: ours to replace. */
@@ -87,7 +49,7 @@ static int file_send(struct exporter *e, const struct export_item *item)
 	}
 	if (fd < 0)
 		return -errno;
-	int rc = write_all(fd, item->pprof_gz, item->len);
+	int rc = fs_write_all(fd, item->pprof_gz, item->len);
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
 	if (rc == 0 && rename(tmp, final) != 0)
@@ -113,7 +75,7 @@ struct exporter *export_file_new(const char *dir)
 		free(fe);
 		return NULL;
 	}
-	int rc = make_dirs(dir);
+	int rc = fs_make_dirs(dir, PROFILE_DIR_MODE);
 	if (rc < 0) {
 		log_warn("DD_PROFILING_OUTPUT_DIR=\"%s\" cannot be created (%s); profiles will "
 			 "not be written there",

@@ -24,6 +24,10 @@ DUMP = os.path.join(BUILD, "pprof-dump")
 PYTHON = "/usr/bin/python3"
 WORKLOADS = os.path.join(BUILD, "workloads")
 VERBOSE = "-v" in sys.argv
+# The agent keeps unwind tables in $XDG_CACHE_HOME/libddprof by default: the tests share
+# one of their own (later tests load what earlier ones built, as processes on a host
+# do), never the user's.
+CACHE_HOME = tempfile.mkdtemp(prefix="ddprof-it-cache-")
 
 
 class TestFailure(Exception):
@@ -43,6 +47,7 @@ def run_profiled(argv, env_extra, timeout=120, preload=True):
             del env[k]
     if preload:
         env["LD_PRELOAD"] = LIB
+    env["XDG_CACHE_HOME"] = CACHE_HOME
     env.update(env_extra)
     t0 = time.monotonic()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

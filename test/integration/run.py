@@ -10,6 +10,7 @@ Prints one line per test and ends with "integration: N passed, N failed".
 import glob
 import importlib
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -63,6 +64,7 @@ def main():
             ctx.close()
         sys.stdout.flush()
     print("integration: %d passed, %d failed" % (passed, failed))
+    shutil.rmtree(itest.CACHE_HOME, ignore_errors=True)
     return 0 if failed == 0 else 1
 
 

@@ -146,6 +146,42 @@ def test_threads_without_frame_pointers_are_rooted(ctx):
         cpu, share, 100.0 * whole / leaf)
 
 
+def test_unwind_tables_are_loaded_from_the_cache_the_second_time(ctx):
+    """Two runs, one cache directory: libc's table is built and kept by the first, loaded
+    by the second, whose stacks are as complete (>= 99% of cpu-time rooted)."""
+    cache = os.path.join(ctx.dir, "unwind-cache")
+    runs = []
+    for i in range(2):
+        out = os.path.join(ctx.dir, "out%d" % i)
+        rc, stdout, stderr, cpu, wall = run_profiled(
+            [os.path.join(WORKLOADS, "omitfp_threads"), "2", "0.6"],
+            {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+             "DD_PROFILING_LOG_LEVEL": "debug", "DD_PROFILING_UNWIND_CACHE_DIR": cache})
+        check(rc == 0, "run %d: workload exit %d: %s" % (i, rc, stderr[-2000:]))
+        libc = [l for l in stderr.splitlines() if re.search(r"libc\.so\.6: \d+ unwind rows", l)]
+        check(len(libc) == 1, "run %d: libc's table line: %s" % (i, libc))
+        runs.append((libc[0], out, cpu))
+        if i == 0:
+            files = [f for f in os.listdir(cache) if f.endswith(".cfi")]
+            check(len(files) >= 1, "nothing kept in %s: %s" % (cache, os.listdir(cache)))
+            check(os.stat(cache).st_mode & 0o777 == 0o700, "cache directory mode %o"
+                  % (os.stat(cache).st_mode & 0o777))
+    check("from the unwind cache" not in runs[0][0], "first run: %s" % runs[0][0])
+    check("from the unwind cache" in runs[1][0], "second run built again: %s" % runs[1][0])
+    rows = [re.search(r"(\d+) unwind rows", r[0]).group(1) for r in runs]
+    check(rows[0] == rows[1], "rows built %s, loaded %s" % tuple(rows))
+    profs = dump(profile_files(runs[1][1]), stacks=True)
+    total, rooted, found, outer = stack_shares(profs)
+    share = 100.0 * rooted / max(total, 1)
+    check(abs(total / 1e9 / runs[1][2] - 1) <= 0.05, "cpu-time %.2f s vs kernel %.2f s"
+          % (total / 1e9, runs[1][2]))
+    check(share >= 99.0, "second run: only %.2f%% of cpu-time rooted (outermost: %s)"
+          % (share, top_outer(outer, total)))
+    ms = [float(re.search(r"in ([0-9.]+) ms", r[0]).group(1)) for r in runs]
+    return "libc: %s rows, built in %.2f ms, loaded in %.2f ms; rooted %.2f%%" % (
+        rows[0], ms[0], ms[1], share)
+
+
 def test_dlopen_dlclose_churn(ctx):
     """dlopen, burn 1 ms, dlclose, for 3 s at 1 kHz: no crash, the library is named."""
     out = os.path.join(ctx.dir, "out")

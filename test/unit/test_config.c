@@ -240,6 +240,36 @@ START_TEST(test_too_long_output_dir_warns_once_and_disables_export)
 }
 END_TEST
 
+START_TEST(test_unwind_cache_dir_follows_the_xdg_rule_and_can_be_turned_off)
+{
+	struct config cfg;
+	fake_clear();
+	ck_assert_int_eq(load(&cfg), 0);
+	ck_assert_str_eq(cfg.unwind_cache_dir, ""); /* no HOME, no XDG_CACHE_HOME: off */
+	fake_set("HOME", "/home/u");
+	ck_assert_int_eq(load(&cfg), 0);
+	ck_assert_str_eq(cfg.unwind_cache_dir, "/home/u/.cache/libddprof");
+	fake_set("XDG_CACHE_HOME", "relative/is/ignored");
+	ck_assert_int_eq(load(&cfg), 0);
+	ck_assert_str_eq(cfg.unwind_cache_dir, "/home/u/.cache/libddprof");
+	fake_set("XDG_CACHE_HOME", "/var/cache/u");
+	ck_assert_int_eq(load(&cfg), 0);
+	ck_assert_str_eq(cfg.unwind_cache_dir, "/var/cache/u/libddprof");
+	fake_set("DD_PROFILING_UNWIND_CACHE_DIR", "/srv/unwind");
+	ck_assert_int_eq(load(&cfg), 0);
+	ck_assert_str_eq(cfg.unwind_cache_dir, "/srv/unwind");
+	fake_set("DD_PROFILING_UNWIND_CACHE_DIR", ""); /* set and empty: off */
+	ck_assert_int_eq(load(&cfg), 0);
+	ck_assert_str_eq(cfg.unwind_cache_dir, "");
+	static char path[CONFIG_PATH_MAX + 1];
+	memset(path, 'c', CONFIG_PATH_MAX);
+	path[0] = '/';
+	load_one_bad(&cfg, "DD_PROFILING_UNWIND_CACHE_DIR", path);
+	ck_assert_str_eq(cfg.unwind_cache_dir, "");
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "the unwind cache is off"));
+}
+END_TEST
+
 START_TEST(test_max_memory_accepts_binary_suffixes_in_any_case)
 {
 	static const struct {
@@ -533,6 +563,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_bad_upload_period_warning_names_variable_value_and_default);
 	tcase_add_test(tc, test_output_dir_is_copied);
 	tcase_add_test(tc, test_too_long_output_dir_warns_once_and_disables_export);
+	tcase_add_test(tc, test_unwind_cache_dir_follows_the_xdg_rule_and_can_be_turned_off);
 	tcase_add_test(tc, test_max_memory_accepts_binary_suffixes_in_any_case);
 	tcase_add_test(tc, test_bad_max_memory_warns_once_and_uses_default);
 	tcase_add_test(tc, test_signal_accepts_numbers_and_names);

@@ -1,0 +1,54 @@
+/*
+ * cfi_cache.h - unwind tables kept on disk, shared by every process that loads the same
+ * file.
+ *
+ * Owns: one directory of table files (DD_PROFILING_UNWIND_CACHE_DIR) and their format.
+ * Building the table of libc costs each new process ~5 ms of CPU on the uploader thread,
+ * in the first milliseconds, while the application starts; an exec-heavy workload (a
+ * build, a shell script, a pre-fork server restarted often) pays it in every process.
+ * A table loaded from the cache is an open, an fstat, a read of one page and an mmap;
+ * its pages are the page cache's, shared by all those processes. Only tables of
+ * CFI_CACHE_MIN_BYTES or more are kept: smaller ones build faster than a file opens.
+ *
+ * A file is named for its module's path and identity (device, inode, size, mtime and
+ * ctime: a rewritten file has a new ctime) and holds them again in its header, with the
+ * table format's version. It is used only when it belongs to this user, is writable by
+ * nobody else and has exactly the size its header gives; the page index is checked to
+ * stay within the rows, so that a corrupt file can give wrong unwinding, never a read
+ * out of bounds (the unwinder checks each address it reads against the stack anyway).
+ * Files are written to a temporary name and renamed: readers see whole files only.
+ * A process that stores also removes the files no process loaded for 30 days, once.
+ * A directory that cannot be created or is not this user's own is tried once per
+ * process: tables are then built as without a cache.
+ *
+ * Context: uploader thread (and tests); one caller at a time is not required (every
+ * call works on its own file descriptors), but cfi_cache_set_dir must come first.
+ */
+#ifndef DDPROF_AGENT_CFI_CACHE_H
+#define DDPROF_AGENT_CFI_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/cfi_table.h"
+
+#define CFI_CACHE_MIN_BYTES (16 * 1024)
+
+/* The directory ("" turns the cache off). Created (0700) at the first store. */
+void cfi_cache_set_dir(const char *dir);
+
+/* The table of the file at path from the cache: 0, -ENOENT when there is none (or
+ * the cache is off), or another negative errno when a file was there but refused
+ * (counted: cfi_cache_get_stats). On success out is a table cfi_table_free frees. */
+int cfi_cache_load(const char *path, struct cfi_table *out);
+
+/* Keeps t, built from the file at path, when it is big enough. 0 or a negative errno
+ * (failures are counted; the first one is logged). */
+int cfi_cache_store(const char *path, const struct cfi_table *t);
+
+struct cfi_cache_stats {
+	uint64_t hits, misses, refused, stored, store_failures;
+};
+void cfi_cache_get_stats(struct cfi_cache_stats *out);
+
+#endif
