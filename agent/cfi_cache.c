@@ -48,7 +48,9 @@ struct file_header {
 	uint32_t npages, fdes, fdes_skipped, rows_unsupported;
 };
 
-static char cache_dir[PATH_MAX]; /* "" = off */
+/* "" = off. The caller's string (the configuration's, which lives as long as the
+ * process): no copy, and no page of ours touched at start-up for it. */
+static const char *cache_dir = "";
 static atomic_bool store_failure_logged;
 static atomic_bool store_off;	/* the directory could not be made ready: not again */
 static atomic_bool evict_done; /* once per process */
@@ -56,8 +58,7 @@ static _Atomic uint64_t st_hits, st_misses, st_refused, st_stored, st_store_fail
 
 void cfi_cache_set_dir(const char *dir)
 {
-	if (!dir || !str_join(cache_dir, sizeof(cache_dir), &dir, 1))
-		cache_dir[0] = '\0';
+	cache_dir = dir ? dir : "";
 	/* A new directory gets its own chances (tests set several). */
 	atomic_store_explicit(&store_off, false, memory_order_relaxed);
 	atomic_store_explicit(&evict_done, false, memory_order_relaxed);

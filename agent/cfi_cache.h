@@ -34,7 +34,8 @@
 
 #define CFI_CACHE_MIN_BYTES (16 * 1024)
 
-/* The directory ("" turns the cache off). Created (0700) at the first store. */
+/* The directory ("" turns the cache off), created (0700) at the first store. The string
+ * is not copied: it must outlive every other call. */
 void cfi_cache_set_dir(const char *dir);
 
 /* The table of the file at path from the cache: 0, -ENOENT when there is none (or
