@@ -42,6 +42,8 @@ int region_init(struct region *r, size_t ceiling)
 	return 0;
 }
 
+/* async-signal-safe: a fork child's first sample may set up its pair (agent/profile.c);
+ * only its MADV_DONTFORK branch, never taken there, makes system calls. */
 FORK_CHILD_PATH int region_after_fork(struct region *r)
 {
 	if (!r->base)

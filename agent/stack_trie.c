@@ -37,6 +37,8 @@ static bool key_equal(const struct trie_node *node, uint64_t hash, int32_t tid,
 	       memcmp(node->pcs, pcs, n * sizeof(pcs[0])) == 0;
 }
 
+/* async-signal-safe (plain stores): a fork child's first sample may set up its pair
+ * (agent/profile.c). */
 FORK_CHILD_PATH void trie_init(struct stack_trie *t, struct region *r)
 {
 	atomic_init(&t->root, NULL);

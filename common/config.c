@@ -661,9 +661,9 @@ const char *config_redact_url(char dst[CONFIG_URL_MAX], const char *src)
 	return dst;
 }
 
-void config_defaults(struct config *out)
+/* The defaults that are not zero. */
+static void set_defaults(struct config *out)
 {
-	memset(out, 0, sizeof(*out));
 	out->enabled = true;
 	out->cpu_hz = CONFIG_DEFAULT_CPU_HZ;
 	out->upload_period_ns = CONFIG_DEFAULT_UPLOAD_PERIOD_NS;
@@ -674,12 +674,18 @@ void config_defaults(struct config *out)
 	strcpy(out->site, CONFIG_DEFAULT_SITE);
 }
 
+void config_defaults(struct config *out)
+{
+	memset(out, 0, sizeof(*out));
+	set_defaults(out);
+}
+
 int config_load(struct config *out, config_getenv_fn get)
 {
 	struct loader ld = {.get = get ? get : env_getenv, .warnings = 0};
 	char mem[NUM_BUF];
 
-	config_defaults(out);
+	set_defaults(out); /* on a zero-filled *out: see config.h */
 	load_log_level(&ld, out); /* first: it decides whether the other warnings print */
 	out->enabled = load_bool(&ld, "DD_PROFILING_ENABLED", out->enabled);
 	load_cpu_hz(&ld, out);

@@ -107,6 +107,9 @@ typedef const char *(*config_getenv_fn)(const char *name);
  * Fills *out from the variables get() returns. Never fails: each bad value logs one
  * warning naming the variable and the default, and the default is used. Returns the
  * number of warnings given (0 when every value was valid).
+ * *out must be zero-filled (static storage is): only the fields that are not zero are
+ * written, so the constructor touches only their pages of this ~12 KiB struct (each
+ * page a process touches first costs it a fault: 3 to 4 faults fewer at start-up).
  */
 int config_load(struct config *out, config_getenv_fn get);
 
