@@ -416,7 +416,11 @@ def main():
              "Date: %s, commit %s. Absolute times are noisy on these shared machines; "
              "compare the ratios, which are measured side by side in the same run. "
              "Peers: no profiler (the baseline) and gperftools' libprofiler %s "
-             "(`LD_PRELOAD=libprofiler.so.0 CPUPROFILE=... CPUPROFILE_FREQUENCY=hz`)."
+             "(`LD_PRELOAD=libprofiler.so.0 CPUPROFILE=... CPUPROFILE_FREQUENCY=hz`). "
+             "libddprof runs with its defaults: its unwind table cache "
+             "(`$HOME/.cache/libddprof`, `DD_PROFILING_UNWIND_CACHE_DIR`) is warm after its "
+             "first run, as on a host that has run the program before (the first process "
+             "builds libc's table, ~5-12 ms of CPU on the profiler's thread; later ones load it)."
              % (machine(), now, rev, gperf_version()), ""]
     if os.path.exists(os.path.join(res, "quick")):
         parts += ["**Quick run (`scripts/bench/run --quick`): few, short runs; the figures "
