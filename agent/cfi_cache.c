@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/fs_util.h"
+#include "common/mem_populate.h"
 #include "common/log.h"
 #include "common/str_join.h"
 
@@ -58,10 +59,14 @@ static _Atomic uint64_t st_hits, st_misses, st_refused, st_stored, st_store_fail
 
 void cfi_cache_set_dir(const char *dir)
 {
+	bool replaced = cache_dir[0] != '\0';
 	cache_dir = dir ? dir : "";
-	/* A new directory gets its own chances (tests set several). */
-	atomic_store_explicit(&store_off, false, memory_order_relaxed);
-	atomic_store_explicit(&evict_done, false, memory_order_relaxed);
+	/* A new directory gets its own chances (tests set several). Not at start-up: no
+	 * page of ours is written for it there. */
+	if (replaced) {
+		atomic_store_explicit(&store_off, false, memory_order_relaxed);
+		atomic_store_explicit(&evict_done, false, memory_order_relaxed);
+	}
 }
 
 void cfi_cache_get_stats(struct cfi_cache_stats *out)
@@ -140,9 +145,20 @@ static int map_checked(int fd, const struct cache_key *k, struct cfi_table *out)
 	size_t len = (size_t)h.nrows * sizeof(struct cfi_row) + (size_t)h.npages * sizeof(uint32_t);
 	if ((uint64_t)st.st_size != HEADER_BYTES + (uint64_t)len)
 		return -EINVAL;
-	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, HEADER_BYTES);
+	/* Read into memory of ours, not mapped from the file: the handler must never fault
+	 * on it (a file truncated under us raises SIGBUS; a page of a network file system
+	 * may take seconds to come). Anonymous and shared, as the tables built here are
+	 * (cfi_table.c): fork copies no page table for it. */
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
 	if (m == MAP_FAILED)
 		return -errno;
+	mem_populate(m, len);
+	int rc = fs_read_all(fd, m, len, HEADER_BYTES);
+	if (rc < 0) {
+		munmap(m, len);
+		return rc;
+	}
 	const struct cfi_row *rows = m;
 	const uint32_t *page = (const uint32_t *)(rows + h.nrows);
 	/* What keeps every lookup within the rows (cfi_find.c): an index that never goes
@@ -154,6 +170,7 @@ static int map_checked(int fd, const struct cache_key *k, struct cfi_table *out)
 		munmap(m, len);
 		return -EINVAL;
 	}
+	mprotect(m, len, PROT_READ); /* immutable from now on */
 	memset(out, 0, sizeof(*out));
 	out->base = h.base;
 	out->rows = m;

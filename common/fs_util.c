@@ -48,3 +48,21 @@ int fs_write_all(int fd, const uint8_t *data, size_t len)
 	}
 	return 0;
 }
+
+int fs_read_all(int fd, uint8_t *buf, size_t len, off_t off)
+{
+	while (len > 0) {
+		ssize_t n = pread(fd, buf, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}

@@ -1,7 +1,7 @@
 /*
  * fs_util.h - the two file-system helpers the exporters and the unwind cache share.
  *
- * Owns: fs_make_dirs (mkdir -p) and fs_write_all (write until done).
+ * Owns: fs_make_dirs (mkdir -p), fs_write_all and fs_read_all (until done).
  * Context: normal context (the constructor, the uploader thread); no allocation.
  */
 #ifndef DDPROF_COMMON_FS_UTIL_H
@@ -18,5 +18,9 @@ int fs_make_dirs(const char *dir, mode_t mode);
 
 /* Writes all len bytes (retrying short writes and EINTR). 0 or a negative errno. */
 int fs_write_all(int fd, const uint8_t *data, size_t len);
+
+/* Reads len bytes at offset off (retrying short reads and EINTR). 0, -EIO at the end
+ * of the file, or a negative errno. */
+int fs_read_all(int fd, uint8_t *buf, size_t len, off_t off);
 
 #endif

@@ -102,6 +102,9 @@ START_TEST(test_a_stored_table_loads_back_and_answers_the_same)
 	ck_assert_uint_eq(loaded.rows_unsupported, built.rows_unsupported);
 	ck_assert_mem_eq(loaded.rows, built.rows, built.nrows * sizeof(struct cfi_row));
 	ck_assert_mem_eq(loaded.page, built.page, built.npages * sizeof(uint32_t));
+	/* The file cut under us (a user editing it in place): the table is our own copy,
+	 * so the lookups below cannot fault (a mapping of the file would raise SIGBUS). */
+	ck_assert_int_eq(truncate(file, 0), 0);
 	/* Every pc of the module, a few bytes apart: the same row, or none in both. */
 	uint64_t end = built.base + built.rows[built.nrows - 1].pc + 64;
 	for (uint64_t pc = built.base; pc < end; pc += 13) {
