@@ -653,11 +653,17 @@ const char *config_redact_url(char dst[CONFIG_URL_MAX], const char *src)
 	auth = auth ? auth + 3 : src;
 	size_t end = strcspn(auth, "/?#");
 	const char *at = memchr(auth, '@', end);
+	/* No snprintf: exporters call this in the constructor (common/str_join.h). */
 	if (!at) {
-		snprintf(dst, CONFIG_URL_MAX, "%s", src);
+		str_join(dst, CONFIG_URL_MAX, &src, 1);
 		return dst;
 	}
-	snprintf(dst, CONFIG_URL_MAX, "%.*s***@%s", (int)(auth - src), src, at + 1);
+	size_t n = (size_t)(auth - src); /* "scheme://" */
+	if (n > CONFIG_URL_MAX - 1)
+		n = CONFIG_URL_MAX - 1;
+	memcpy(dst, src, n);
+	const char *rest[] = {"***@", at + 1};
+	str_join(dst + n, CONFIG_URL_MAX - n, rest, 2);
 	return dst;
 }
 

@@ -20,6 +20,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/str_join.h"
 #include "uploader/multipart.h"
 
 #define CGROUP_FILE "/proc/self/cgroup"
@@ -89,14 +90,15 @@ int datadog_agent_endpoint(const char *agent_url, char *url, size_t url_size, ch
 	socket_path[0] = '\0';
 	if (strncasecmp(agent_url, unix_prefix, sizeof(unix_prefix) - 1) == 0) {
 		const char *path = agent_url + sizeof(unix_prefix) - 1;
-		if ((size_t)snprintf(socket_path, socket_size, "%s", path) >= socket_size)
+		if (!str_join(socket_path, socket_size, &path, 1))
 			return -ENAMETOOLONG;
 		/* The host is only what goes into the Host header. */
 		agent_url = "http://localhost";
 	}
-	if ((size_t)snprintf(url, url_size, "%s%s", agent_url, DATADOG_AGENT_PATH) >= url_size)
-		return -ENAMETOOLONG;
-	return 0;
+	/* str_join, not snprintf: this runs in the constructor, where each of snprintf's code
+	 * pages is a page fault (common/str_join.h). */
+	const char *parts[] = {agent_url, DATADOG_AGENT_PATH};
+	return str_join(url, url_size, parts, 2) ? 0 : -ENAMETOOLONG;
 }
 
 static bool all_hex(const char *s, size_t n)
@@ -383,18 +385,19 @@ struct exporter *export_datadog_new(const struct config *cfg, int agentless)
 	de->agentless = agentless;
 	int rc;
 	if (agentless) {
-		rc = (size_t)snprintf(de->url, sizeof(de->url), "%s", cfg->agentless_url) >=
-			     sizeof(de->url)
-			 ? -ENAMETOOLONG
-			 : 0;
-		snprintf(de->key_header, sizeof(de->key_header), "DD-API-KEY: %s", cfg->api_key);
+		const char *key[] = {"DD-API-KEY: ", cfg->api_key};
+		const char *url = cfg->agentless_url;
+		rc = str_join(de->url, sizeof(de->url), &url, 1) ? 0 : -ENAMETOOLONG;
+		str_join(de->key_header, sizeof(de->key_header), key, 2);
 	} else {
 		rc = datadog_agent_endpoint(cfg->agent_url, de->url, sizeof(de->url),
 					    de->socket_path, sizeof(de->socket_path));
 	}
 	de->base.name = agentless ? "datadog-agentless" : "datadog-agent";
-	snprintf(de->base.label, sizeof(de->base.label), "%s (%s)", de->base.name,
-		 config_redact_url(shown, agentless ? cfg->agentless_url : cfg->agent_url));
+	const char *label[] = {de->base.name, " (",
+			       config_redact_url(shown, agentless ? cfg->agentless_url : cfg->agent_url),
+			       ")"};
+	str_join(de->base.label, sizeof(de->base.label), label, 4);
 	if (rc < 0) {
 		log_warn("%s: URL too long; this exporter is disabled", de->base.label);
 		free(de);
