@@ -360,7 +360,6 @@ static void load_output_dir(struct loader *ld, struct config *out)
 
 static void load_unwind_cache_dir(struct loader *ld, struct config *out)
 {
-	out->unwind_cache_dir[0] = '\0';
 	const char *raw = ld->get("DD_PROFILING_UNWIND_CACHE_DIR");
 	if (raw && !raw[0])
 		return; /* set and empty: off */

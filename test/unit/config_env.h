@@ -75,8 +75,7 @@ static inline int load(struct config *cfg)
 	int saved = dup(STDERR_FILENO);
 	ck_assert_int_ge(saved, 0);
 	ck_assert_int_eq(dup2(fileno(tmp), STDERR_FILENO), STDERR_FILENO);
-	memset(cfg, 0xA5, sizeof(*cfg)); /* what was there before is not read... */
-	memset(cfg, 0, sizeof(*cfg));	 /* ...but config_load wants it zero-filled */
+	memset(cfg, 0, sizeof(*cfg)); /* config_load wants it zero-filled (config.h) */
 	int warnings = config_load(cfg, fake_getenv);
 	ck_assert_int_eq(dup2(saved, STDERR_FILENO), STDERR_FILENO);
 	close(saved);

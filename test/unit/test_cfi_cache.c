@@ -58,11 +58,6 @@ static void the_cache_file(char *out, size_t cap)
 	ck_assert_int_eq(n, 1);
 }
 
-static void stats(struct cfi_cache_stats *s)
-{
-	cfi_cache_get_stats(s);
-}
-
 /* Copies src to root/name (a file of ours whose identity the test controls). */
 static void copy_file(const char *src, const char *name, char *out, size_t cap)
 {
@@ -78,7 +73,7 @@ START_TEST(test_a_stored_table_loads_back_and_answers_the_same)
 	ck_assert_int_eq(cfi_table_build_elf(LIBC, NULL, 0, &built), 0);
 	ck_assert_uint_ge(cfi_table_bytes(&built), CFI_CACHE_MIN_BYTES);
 	struct cfi_cache_stats s0, s1;
-	stats(&s0);
+	cfi_cache_get_stats(&s0);
 	ck_assert_int_eq(cfi_cache_load(LIBC, &loaded), -ENOENT); /* empty cache: a miss */
 	ck_assert_int_eq(cfi_cache_store(LIBC, &built), 0);
 	char file[256];
@@ -90,7 +85,7 @@ START_TEST(test_a_stored_table_loads_back_and_answers_the_same)
 	ck_assert_uint_eq(st.st_mode & 0777, 0700);
 
 	ck_assert_int_eq(cfi_cache_load(LIBC, &loaded), 0);
-	stats(&s1);
+	cfi_cache_get_stats(&s1);
 	ck_assert_uint_eq(s1.misses - s0.misses, 1);
 	ck_assert_uint_eq(s1.stored - s0.stored, 1);
 	ck_assert_uint_eq(s1.hits - s0.hits, 1);
@@ -161,9 +156,9 @@ static void expect_refused(void (*damage)(const char *file, const struct cfi_tab
 	the_cache_file(file, sizeof(file));
 	damage(file, &t);
 	struct cfi_cache_stats s0, s1;
-	stats(&s0);
+	cfi_cache_get_stats(&s0);
 	ck_assert_int_eq(cfi_cache_load(LIBC, &l), rc);
-	stats(&s1);
+	cfi_cache_get_stats(&s1);
 	ck_assert_uint_eq(s1.refused - s0.refused, 1);
 	ck_assert_uint_eq(s1.hits, s0.hits);
 	ck_assert_ptr_null(l.rows);
@@ -243,7 +238,7 @@ START_TEST(test_small_tables_are_not_kept_and_write_failures_are_counted)
 	ck_assert_int_eq(mkdir(cachedir, 0777), 0);
 	ck_assert_int_eq(chmod(cachedir, 0777), 0);
 	struct cfi_cache_stats s0, s1;
-	stats(&s0);
+	cfi_cache_get_stats(&s0);
 	ck_assert_int_eq(cfi_cache_store(LIBC, &t), -EPERM);
 	/* Nor one that cannot be created (a regular file is in the way). */
 	char blocked[160];
@@ -255,7 +250,7 @@ START_TEST(test_small_tables_are_not_kept_and_write_failures_are_counted)
 	fclose(f);
 	cfi_cache_set_dir(blocked);
 	ck_assert_int_lt(cfi_cache_store(LIBC, &t), 0);
-	stats(&s1);
+	cfi_cache_get_stats(&s1);
 	ck_assert_uint_eq(s1.store_failures - s0.store_failures, 2);
 	ck_assert_uint_eq(s1.stored, s0.stored);
 	cfi_table_free(&t);
