@@ -29,6 +29,7 @@
 #include "agent/module_map.h"
 #include "agent/fork_local.h"
 #include "agent/sampler.h"
+#include "agent/unwind.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -489,6 +490,9 @@ FORK_CHILD_PATH void modules_init(void)
 /* Set by modules_set_host: the thread that runs modules_service (the uploader's). */
 static modules_wake_fn host_wake;
 FORK_CHILD_DATA static uint64_t next_due_ns = UINT64_MAX; /* ctl_lock; CLOCK_MONOTONIC */
+/* The service's thread only: the seccomp check for guarded reads is done (a fork child
+ * inherits the answer with the filters). */
+static bool guard_checked;
 
 void modules_set_host(modules_wake_fn wake)
 {
@@ -505,6 +509,12 @@ uint64_t modules_service(uint64_t now_ns)
 	pthread_mutex_unlock(&ctl_lock);
 	if (!due)
 		return next;
+	if (!guard_checked) {
+		/* Off the application's path: see unwind_set_guarded_reads. */
+		guard_checked = true;
+		if (!unwind_enable_guarded_reads(NULL))
+			log_debug("seccomp filter active: unwinding reads only the thread's stack");
+	}
 	bool changed = false;
 	refresh(&changed);
 	pthread_mutex_lock(&ctl_lock);

@@ -77,8 +77,14 @@ void unwind_place_counters(void);
  * frame with frame pointers (no CFI for its pc): such a walk may have skipped frames. */
 bool unwind_last_walk_used_fp(void);
 
-/* Normal context, before sampling starts: off when process_vm_readv may be fatal (a
- * seccomp filter); reads outside the thread's stack then end the walk instead. */
+/* async-signal-safe. Guarded reads (process_vm_readv) on or off; off, reads outside
+ * the thread's stack end the walk instead. The constructor turns them off: they may
+ * be fatal under a seccomp filter, and checking for one costs start-up time. */
 void unwind_set_guarded_reads(bool on);
+
+/* Normal context, off the application's path (the first module refresh): turns guarded
+ * reads on unless a seccomp filter is active, or the status file (status_path, NULL:
+ * /proc/self/status) cannot be read. Returns whether they are on. */
+bool unwind_enable_guarded_reads(const char *status_path);
 
 #endif

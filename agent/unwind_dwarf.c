@@ -23,9 +23,11 @@
 #include "unwind.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
@@ -34,12 +36,15 @@
 #include "agent/cfi_table.h"
 #include "agent/fork_local.h"
 #include "agent/modules.h"
+#include "common/digits.h"
 
 #define GUARDED_READS_MAX 32
 
-/* Off when a seccomp filter may kill the process on process_vm_readv (set once at
- * start-up, before any timer is armed). */
-static bool guarded_reads = true;
+/* Off when a seccomp filter may kill the process on process_vm_readv. The constructor
+ * turns them off and the first module refresh, off the application's start-up path,
+ * turns them on when no filter is active (unwind_enable_guarded_reads). A flag: relaxed
+ * loads and stores, nothing is published with it. */
+static _Atomic bool guarded_reads = true;
 /* Frame-pointer steps of the calling thread's last walk (initial-exec: the handler
  * writes it; never allocates). */
 static __thread uint32_t last_walk_fp_steps __attribute__((tls_model("initial-exec")));
@@ -83,7 +88,8 @@ static bool read_word(struct walk *w, uintptr_t addr, uintptr_t *out)
 		*out = *(const uintptr_t *)addr;
 		return true;
 	}
-	if (!guarded_reads || w->guarded_left <= 0 || addr < 4096) {
+	if (!atomic_load_explicit(&guarded_reads, memory_order_relaxed) || w->guarded_left <= 0 ||
+	    addr < 4096) {
 		w->failed++;
 		return false;
 	}
@@ -192,7 +198,34 @@ static enum step step_cfi(struct walk *w, struct frame *f, const struct cfi_row 
 /* async-signal-safe */
 void unwind_set_guarded_reads(bool on)
 {
-	guarded_reads = on;
+	atomic_store_explicit(&guarded_reads, on, memory_order_relaxed);
+}
+
+/* async-signal-safe (open, read and close only), though called in normal context. The
+ * "Seccomp:" line of /proc/self/status: 2 is filter mode. Read from procfs rather than
+ * asked with prctl(PR_GET_SECCOMP): a filter may kill on prctl, never on open/read. */
+static bool seccomp_filter_active(const char *status_path)
+{
+	int fd = open(status_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true; /* unknown: the safe answer */
+	char buf[4096];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	const char *s = strstr(buf, "\nSeccomp:");
+	if (!s)
+		return false; /* a kernel without seccomp */
+	return digits_value(s + strlen("\nSeccomp:"), NULL) != 0;
+}
+
+bool unwind_enable_guarded_reads(const char *status_path)
+{
+	bool on = !seccomp_filter_active(status_path ? status_path : "/proc/self/status");
+	unwind_set_guarded_reads(on);
+	return on;
 }
 
 uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max)

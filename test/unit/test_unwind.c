@@ -9,10 +9,18 @@
  * through guarded reads.
  */
 #include <check.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "agent/modules.h"
 #include "agent/stack_bounds.h"
@@ -215,6 +223,67 @@ START_TEST(unknown_stack_reads_are_guarded)
 }
 END_TEST
 
+/* Guarded reads the walk of a wild stack made (0 when they are off). */
+static uint64_t guarded_reads_of_a_wild_walk(void)
+{
+	struct unwind_stats before, after;
+	unwind_get_stats(&before);
+	struct unwind_regs regs = {.pc = (uintptr_t)&memcpy + 16, .sp = 0x10000, .fp = 0x20000};
+	unwind_dwarf(&regs, pcs, UNWIND_MAX_DEPTH);
+	unwind_get_stats(&after);
+	return after.guarded_reads - before.guarded_reads;
+}
+
+static bool enable_with_status(const char *dir, const char *content)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/status", dir);
+	if (content) {
+		FILE *f = fopen(path, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs(content, f);
+		fclose(f);
+	} else {
+		unlink(path);
+	}
+	return unwind_enable_guarded_reads(path);
+}
+
+/* The constructor turns guarded reads off; the first module refresh turns them on
+ * unless /proc/self/status shows a seccomp filter (one may kill on process_vm_readv). */
+START_TEST(guarded_reads_follow_the_seccomp_check)
+{
+	char dir[] = "/tmp/ddprof-unwind-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	unwind_set_guarded_reads(false);
+	ck_assert_uint_eq(guarded_reads_of_a_wild_walk(), 0);
+	ck_assert(enable_with_status(dir, "Name:\ttest\nSeccomp:\t0\nSeccomp_filters:\t0\n"));
+	ck_assert_uint_ge(guarded_reads_of_a_wild_walk(), 1);
+	ck_assert(!enable_with_status(dir, "Name:\ttest\nSeccomp:\t2\nSeccomp_filters:\t1\n"));
+	ck_assert_uint_eq(guarded_reads_of_a_wild_walk(), 0);
+	ck_assert(enable_with_status(dir, "Name:\ttest\nState:\tR\n")); /* no seccomp */
+	ck_assert(!enable_with_status(dir, NULL));			   /* unreadable */
+	ck_assert(!enable_with_status(dir, ""));			   /* empty */
+	rmdir(dir);
+	/* A real filter (allow everything) in a child: the check sees it. */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = {.len = 1, .filter = &allow};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+			_exit(2);
+		_exit(unwind_enable_guarded_reads(NULL) || guarded_reads_of_a_wild_walk() ? 1 : 0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "under a seccomp filter guarded reads stayed on (status 0x%x)", st);
+	unwind_set_guarded_reads(true);
+}
+END_TEST
+
 static Suite *unwind_suite(void)
 {
 	Suite *s = suite_create("unwind");
@@ -227,6 +296,7 @@ static Suite *unwind_suite(void)
 	tcase_add_test(tc, through_a_signal_frame);
 	tcase_add_test(tc, garbage_stacks_end_cleanly);
 	tcase_add_test(tc, unknown_stack_reads_are_guarded);
+	tcase_add_test(tc, guarded_reads_follow_the_seccomp_check);
 	suite_add_tcase(s, tc);
 	return s;
 }
