@@ -1,10 +1,10 @@
 /*
  * cfi_parse.h - decoding of DWARF call frame information into unsorted rows.
  *
- * Owns: the bounded reader of .eh_frame/.debug_frame bytes, CIE parsing, the CFA
- * program interpreter, and the walk over a section's FDEs. Each FDE's rows are appended
- * to a row_buf as one chunk (already in pc order), followed by an end marker row
- * (fp_rule CFI_END_MARKER) at the FDE's end; cfi_table.c sorts, merges and publishes.
+ * Owns: the walk over a section's FDEs and the row buffer they fill (the decoding
+ * itself is agent/cfi_decode.h). Each FDE's rows are appended to a row_buf as one chunk
+ * (already in pc order), followed by an end marker row (fp_rule CFI_END_MARKER) at the
+ * FDE's end; cfi_table.c sorts, merges and publishes.
  * Internal to the CFI table builder. Context: normal context only (malloc).
  */
 #ifndef DDPROF_AGENT_CFI_PARSE_H
