@@ -136,7 +136,7 @@ $(BUILD)/workloads/%: test/workloads/%.c
 $(BUILD)/workloads/omitfp_threads: test/workloads/omitfp_threads.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	@$(CC) -O2 -g -fomit-frame-pointer -pthread -Wall -Werror $< -o $@
+	@$(CC) -O2 -g -fomit-frame-pointer -pthread -Wall -Werror $< -o $@ -ldl
 
 $(BUILD)/workloads/libchurn.so: test/workloads/libchurn.c
 	@mkdir -p $(dir $@)
@@ -158,7 +158,7 @@ unit: $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
 TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules test_thread_start \
-	test_threads
+	test_threads test_boot_cfi
 TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c agent/region.c \
 	agent/stack_trie.c agent/profile.c
 # The module map's publication and grace period (plus what modules.c calls).
@@ -166,7 +166,7 @@ TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table
 	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c agent/elf_image.c \
 	agent/sampler.c agent/stack_bounds.c agent/stack_ranges.c agent/hijack.c \
 	agent/unwind_dwarf.c agent/thread_start.c agent/threads.c common/hashmap.c \
-	agent/cfi_cache.c common/fs_util.c
+	agent/cfi_cache.c common/fs_util.c agent/boot_cfi.c agent/cfi_lookup.c agent/cfi_decode.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
 	@set -e; for t in $(TSAN_TESTS); do \

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/boot_cfi.h"
 #include "agent/cfi_cache.h"
 #include "agent/module_map.h"
 #include "agent/fork_local.h"
@@ -573,7 +574,7 @@ int modules_start(modules_thread_create_fn create)
 	/* Hosted: the uploader thread runs the service, so the process has one profiler
 	 * thread, not two (each one costs every fork: its stack mappings and its malloc
 	 * arena, which glibc locks and unlocks around fork). */
-	if (host_wake && host_wake())
+	if (host_wake && host_wake(false))
 		return 0;
 	/* The thread never takes a profiling signal: it is never sampled, and a handler
 	 * must not run inside the writer side of the grace scheme. */
@@ -615,7 +616,7 @@ void modules_stop(void)
 static void wake_service(void)
 {
 	if (host_wake && !own_thread)
-		host_wake();
+		host_wake(true);
 }
 
 /* Cheap on the application's path: a store, and a wake-up only when the thread sleeps
@@ -731,6 +732,7 @@ static void adopt_published_map(void)
  * allocation and copied heap pages. */
 FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
 {
+	boot_cfi_atfork_child();
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 	mod_lock = fresh;
 	ctl_lock = fresh;

@@ -63,10 +63,12 @@ typedef int (*modules_thread_create_fn)(pthread_t *t, const pthread_attr_t *attr
 void modules_init(void);
 
 /* The service's host: a thread that calls modules_service when wake() asks (and when
- * the time it returned comes). wake returns whether that thread is running; when it
- * is not, modules_start falls back to a thread of our own. Set before modules_start.
- * Normal context; wake may be called from any application thread (dlopen). */
-typedef bool (*modules_wake_fn)(void);
+ * the time it returned comes). wake returns whether that thread runs or will run (it
+ * may start late, at the process's first need: uploader.h); when not, modules_start
+ * falls back to a thread of our own. start: a dlopen or dlclose, which starts a thread
+ * not started yet; modules_start passes false. Set before modules_start. Normal
+ * context; wake may be called from any application thread (dlopen). */
+typedef bool (*modules_wake_fn)(bool start);
 void modules_set_host(modules_wake_fn wake);
 /* Runs the module work that is due (a scan after a notify, the load polls, the
  * periodic rescan) on the calling thread, the host's. Returns when work is next due

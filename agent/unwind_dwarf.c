@@ -10,8 +10,9 @@
  * at pc - 1: a call may be a function's last instruction), find its CFI row, compute
  * the CFA (SP or FP + offset, the PLT rule, or the signal frame's saved registers), read
  * the return address at CFA - 8 and the caller's rbp where the row says it was saved.
- * Where no table covers a pc (JIT code, a module whose table is still being built),
- * one frame-pointer step instead. A walk that ends anywhere but a CFI root row (the
+ * Where no table covers a pc yet, the start-up modules' CFI read from memory (agent/
+ * boot_cfi.h); where nothing does (JIT code, a module loaded later whose table is still
+ * being built), one frame-pointer step instead. A walk that ends anywhere but a CFI root row (the
  * return address column undefined: _start, clone3) gets PC_INCOMPLETE.
  *
  * Memory reads: inside [sp, stack_hi) of the thread's own stack the words are read
@@ -33,6 +34,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "agent/boot_cfi.h"
 #include "agent/cfi_table.h"
 #include "agent/fork_local.h"
 #include "agent/modules.h"
@@ -253,6 +255,10 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 		const struct module_entry *e = module_map_find(map, lookup);
 		const struct cfi_row *r =
 		    e && e->table ? cfi_table_find(e->table, lookup - e->bias) : NULL;
+		/* No table yet: the start-up modules' CFI, read from memory (boot_cfi.h). */
+		struct cfi_row boot_row;
+		if (!(e && e->table) && boot_cfi_find(lookup, &boot_row))
+			r = &boot_row;
 		uintptr_t old_sp = f.sp;
 		enum step s = r ? step_cfi(&w, &f, r) : step_fp(&w, &f);
 		if (s == STEP_ROOT) {

@@ -49,6 +49,12 @@ struct ddprof_diagnostics {
 	uint64_t unwind_cache_hits;	      /* tables loaded from it instead of built */
 	uint64_t unwind_cache_stored;	      /* tables this process wrote to it */
 	uint64_t unwind_cache_failures;	      /* files refused, tables it could not write */
+	/* Added with the late uploader thread (it starts at the process's first need). */
+	uint64_t uploader_started;     /* 1 once this process's uploader thread started */
+	uint64_t safe_point_redirects; /* samples that started it from a safe point */
+	uint64_t safe_point_refusals;  /* samples offered while it waited, not safe points */
+	uint64_t boot_cfi_frames;      /* frames unwound from a module's CFI in memory,
+					* before its table was built */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -21,6 +21,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "agent/boot_cfi.h"
 #include "agent/cfi_cache.h"
 #include "agent/hijack.h"
 #include "agent/fork_local.h"
@@ -336,6 +337,9 @@ DDPROF_EXPORT int dlclose(void *handle)
 		if (!f)
 			return -1;
 	}
+	/* The start-up modules' CFI is read by handlers from the modules' own memory: no
+	 * more once one of them may be unmapped (agent/boot_cfi.h). */
+	boot_cfi_disable();
 	int rc = f(handle);
 	if (rc == 0 && atomic_load_explicit(&agent_running, memory_order_acquire) &&
 	    !sampler_thread_is_internal())
@@ -354,10 +358,15 @@ __attribute__((constructor)) static void ddprof_init(void)
 		goto out;
 	}
 	profiles = fork_local_or(&profiles_fallback, sizeof(*profiles));
-	/* Start 0: the uploader thread sets it as it starts (uploader_main), microseconds
-	 * later; no clock read here, whose code and vDSO data pages /bin/true would not
-	 * touch otherwise (start-up cost). */
-	int rc = profiles_init(profiles, cfg.max_memory, 0);
+	/* The profile starts now: the uploader thread may start much later (at the first
+	 * need). A system call, not the vDSO, whose code and data pages /bin/true would
+	 * not touch otherwise (start-up cost); 0 if it fails, and the thread then sets
+	 * the start as it starts (uploader_main). */
+	struct timespec now_rt;
+	uint64_t start_ns = raw_syscall(SYS_clock_gettime, CLOCK_REALTIME, (long)&now_rt, 0, 0) == 0
+				? timespec_ns(&now_rt)
+				: 0;
+	int rc = profiles_init(profiles, cfg.max_memory, start_ns);
 	if (rc < 0) {
 		log_error("cannot reserve %llu bytes for profiles (%s); profiling disabled",
 			  (unsigned long long)cfg.max_memory, strerror(-rc));
@@ -365,8 +374,9 @@ __attribute__((constructor)) static void ddprof_init(void)
 	}
 	uint64_t period_ns = NS_PER_SEC / cfg.cpu_hz;
 	/* An empty module map first: until the tables are built, the DWARF unwinder
-	 * walks frame pointers. */
+	 * reads the start-up modules' CFI straight from their memory (boot_cfi.h). */
 	modules_init();
+	boot_cfi_init();
 	unwind_place_counters();
 	uploader_place_lock();
 	dl_guard_place(fork_local_alloc(sizeof(pthread_mutex_t)));
@@ -412,7 +422,9 @@ __attribute__((constructor)) static void ddprof_init(void)
 	}
 	threads_start_self(is_main, 0);
 	threads_scan_existing();
-	rc = uploader_start(&cfg, profiles, real_pthread_create);
+	/* The uploader thread starts at the first need, when a sample can show a safe point
+	 * to start it from (a walk complete by CFI down to the process's root). */
+	rc = uploader_start(&cfg, profiles, real_pthread_create, boot_cfi_covers_roots());
 	if (rc < 0)
 		log_error("cannot start the uploader thread (%s); profiles will not be exported",
 			  strerror(-rc));
@@ -497,6 +509,14 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.unwind_cache_hits = cs.hits;
 		d.unwind_cache_stored = cs.stored;
 		d.unwind_cache_failures = cs.refused + cs.store_failures;
+		d.uploader_started = uploader_thread_started();
+		struct hijack_stats hs;
+		hijack_get_stats(&hs);
+		d.safe_point_redirects = hs.redirects;
+		d.safe_point_refusals = hs.refused;
+		struct boot_cfi_stats bs;
+		boot_cfi_get_stats(&bs);
+		d.boot_cfi_frames = bs.rows;
 		d.uploads_ok = us.uploads_ok;
 		d.uploads_failed = us.uploads_failed;
 		d.uploads_dropped = us.uploads_dropped;

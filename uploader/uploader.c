@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "agent/boot_cfi.h"
 #include "agent/fork_local.h"
 #include "agent/dw_api.h"
 #include "agent/hijack.h"
@@ -36,7 +37,7 @@
 #include "common/log.h"
 #include "common/z_api.h"
 #include "uploader/export_datadog.h"
-#include "uploader/exporter.h"
+#include "uploader/export_set.h"
 #include "uploader/http_send.h"
 #include "uploader/thread_stack.h"
 #include "uploader/pprof.h"
@@ -74,9 +75,7 @@ struct control {
 struct upload_ctx {
 	struct symbolizer *sym;
 	struct pb_buf gz;
-	struct pb_buf bodies[MAX_EXPORTERS];
-	struct http_client *http; /* made at the first HTTP export (loads libcurl) */
-	bool http_unavailable;	  /* no client could be made (memory): not tried again */
+	struct export_client out; /* request bodies, the HTTP client (export_set.h) */
 	char runtime_id[EXPORT_RUNTIME_ID_MAX];
 };
 
@@ -101,11 +100,6 @@ static const struct config *up_cfg;
 FORK_CHILD_DATA static struct profile_pair *up_profiles;
 FORK_CHILD_DATA static uint64_t exit_flush_timeout_ns = CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS;
 static thread_create_fn up_create;
-static struct exporter *exporters[MAX_EXPORTERS];
-FORK_CHILD_DATA static size_t n_exporters;
-/* An HTTP send is in progress (its exporters' in_flight_since_ns are set): read by the
- * fork child handler first, so that most children never read the exporters (heap). */
-FORK_CHILD_DATA static _Atomic bool sends_in_flight;
 FORK_CHILD_DATA static uint64_t export_seq;
 /* CLOCK_MONOTONIC time at which the thread must give up on HTTP (exit flush); 0 = none.
  * Set by uploader_stop, read by http_send_all between polls. */
@@ -134,12 +128,14 @@ static void threads_wake(void)
 	pthread_mutex_unlock(ctl.lock);
 }
 
-bool uploader_modules_wake(void)
+bool uploader_modules_wake(bool start)
 {
-	/* A dlopen in a fork child: its tables are built by the thread, so start it. */
-	start_deferred(false);
+	/* A dlopen or dlclose: the new tables are built by the thread, so start it. */
+	if (start)
+		start_deferred(false);
 	pthread_mutex_lock(ctl.lock);
-	bool hosting = ctl.running && !ctl.done;
+	bool hosting = (ctl.running && !ctl.done) ||
+		       (atomic_load_explicit(&spawn_pending, memory_order_relaxed) && !ctl.stop);
 	ctl.modules_kick = true;
 	pthread_cond_broadcast(&ctl.cond);
 	pthread_mutex_unlock(ctl.lock);
@@ -221,77 +217,6 @@ static void register_atexit_after_curl(void)
 	curl_atexit_registered = true;
 	if (atexit(uploader_atexit) != 0)
 		log_debug("atexit failed; the exit flush runs from the destructor");
-}
-
-/* Synchronous exporters (file). */
-static void send_sync(struct exporter *e, const struct export_item *item, struct outcomes *o)
-{
-	int rc = e->send(e, item);
-	outcome_add(o, rc == 0, rc == 0 ? 0 : 1, 0);
-	if (rc < 0 &&
-	    ratelimit_allow(&e->warn, HTTP_FAIL_SETUP, clock_now_ns(CLOCK_MONOTONIC), NULL))
-		log_warn("%s: cannot export the profile: %s", e->label, strerror(-rc));
-}
-
-/* Hands item to every exporter; HTTP ones until deadline (CLOCK_MONOTONIC). */
-static void export_all(struct upload_ctx *ctx, const struct export_item *item, bool final,
-		       uint64_t deadline, struct outcomes *o)
-{
-	struct http_job jobs[MAX_EXPORTERS];
-	struct exporter *http_exporters[MAX_EXPORTERS];
-	size_t njobs = 0;
-	for (size_t i = 0; i < n_exporters; i++) {
-		struct exporter *e = exporters[i];
-		if (e->send) {
-			send_sync(e, item, o);
-			continue;
-		}
-		if (final && e->unresponsive) {
-			/* The exit never waits on an intake known not to answer. */
-			outcome_add(o, false, 0, 0);
-			log_debug("%s: did not answer its last request in time; not waiting for "
-				  "it at exit: final profile dropped",
-				  e->label);
-			continue;
-		}
-		struct http_job *j = &jobs[njobs];
-		memset(j, 0, sizeof(*j));
-		http_exporters[njobs] = e;
-		int rc = e->prepare(e, item, &ctx->bodies[i], &j->req);
-		if (rc < 0) {
-			outcome_add(o, false, 0, 0);
-			log_warn("%s: cannot build the request: %s", e->label, strerror(-rc));
-			continue;
-		}
-		j->label = e->label;
-		j->warn = &e->warn;
-		njobs++;
-	}
-	if (njobs == 0)
-		return;
-	if (!ctx->http && !ctx->http_unavailable) {
-		ctx->http = http_client_new(up_cfg->upload_timeout_ns);
-		ctx->http_unavailable = ctx->http == NULL;
-		if (ctx->http)
-			register_atexit_after_curl();
-	}
-	if (!ctx->http) {
-		for (size_t i = 0; i < njobs; i++)
-			outcome_add(o, false, 0, 0); /* libcurl missing: warned once by curl_api */
-		return;
-	}
-	uint64_t start = clock_now_ns(CLOCK_MONOTONIC);
-	for (size_t i = 0; i < njobs; i++)
-		http_exporters[i]->in_flight_since_ns = start;
-	atomic_store_explicit(&sends_in_flight, true, memory_order_relaxed);
-	http_send_all(ctx->http, jobs, njobs, deadline, &exit_abort_ns, final);
-	for (size_t i = 0; i < njobs; i++) {
-		outcome_add(o, jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
-		http_exporters[i]->in_flight_since_ns = 0;
-		http_exporters[i]->unresponsive =
-		    jobs[i].rc != 0 && jobs[i].fail == HTTP_FAIL_TIMEOUT;
-	}
-	atomic_store_explicit(&sends_in_flight, false, memory_order_relaxed);
 }
 
 /* The final profile's outcome is counted once: by the thread, or by uploader_stop if
@@ -385,11 +310,12 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 			struct export_item item = {ctx->gz.data, ctx->gz.len,  meta.start_ns,  now,
 						   meta.pid,	 export_seq++, ctx->runtime_id};
 			struct outcomes o = {0};
-			export_all(ctx, &item, final, deadline, &o);
+			export_set_send(&ctx->out, &item, final, deadline, &exit_abort_ns,
+					up_cfg->upload_timeout_ns, register_atexit_after_curl, &o);
 			/* At exit, uploader_stop may have given up and counted it already. */
 			if (!final || claim_final_count()) {
 				outcomes_tally(&o);
-				if (o.delivered == n_exporters && n_exporters > 0) {
+				if (o.delivered == export_set_count() && o.delivered > 0) {
 					upload_count(&upload_counters.exported, 1);
 					upload_count(&upload_counters.bytes, ctx->gz.len);
 				}
@@ -397,7 +323,8 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 			log_debug("profile %llu: %llu samples, %zu stacks, %zu locations, "
 				  "%zu bytes gz, %zu/%zu exporters delivered",
 				  (unsigned long long)item.seq, (unsigned long long)samples,
-				  ps.samples, ps.locations, ps.gz_bytes, o.delivered, n_exporters);
+				  ps.samples, ps.locations, ps.gz_bytes, o.delivered,
+				  export_set_count());
 		}
 	}
 	profile_reset(p);
@@ -465,23 +392,21 @@ static void *uploader_main(void *arg)
 	(void)arg;
 	sampler_thread_mark_internal();
 	prctl(PR_SET_NAME, UPLOADER_THREAD_NAME);
+	export_set_make(up_cfg, ctl.lock);
 	struct upload_ctx ctx;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.sym = inherited_sym; /* NULL unless we are a fork child's new thread */
 	inherited_sym = NULL;
 	live_sym = ctx.sym;
 	pb_init(&ctx.gz);
-	for (size_t i = 0; i < MAX_EXPORTERS; i++)
-		pb_init(&ctx.bodies[i]);
+	export_client_init(&ctx.out);
 	datadog_runtime_id_new(ctx.runtime_id);
 	uint64_t period = up_cfg->upload_period_ns;
 	/* The first period ends a period after the profile began: in a fork child whose
 	 * thread started late (start_deferred), at the fork plus a period. */
 	uint64_t now_rt = clock_now_ns(CLOCK_REALTIME);
-	/* The constructor reads no clock (start-up cost): the process's first profile
-	 * starts now, microseconds after it. Not the task's start time, which predates
-	 * an exec (a shell or wrapper that exec'd the program). A fork child's does start
-	 * at its fork (profile_start_ns). */
+	/* The constructor set the process's first profile's start (0 only when its clock
+	 * read failed: now, then). A fork child's starts at its fork (profile_start_ns). */
 	if (!forked)
 		profile_start_if_unset(profiles_active(up_profiles), now_rt);
 	uint64_t start_rt = profile_start_ns(profiles_active(up_profiles));
@@ -490,7 +415,7 @@ static void *uploader_main(void *arg)
 	/* This thread also runs the module registry's work (unwind tables of new
 	 * modules): when modules_service says it is due, or a dlopen kicks it; during an
 	 * upload's network waits too (service_while_busy). So do new threads' timers. */
-	modules_next = UINT64_MAX;
+	modules_next = 0; /* asks modules_service when its work is due */
 	http_send_set_idle(service_while_busy);
 	/* New threads' timers are armed by this thread from now on (agent/threads.h). */
 	threads_next = UINT64_MAX;
@@ -578,39 +503,32 @@ static int spawn_thread(void)
 	return -rc;
 }
 
-static void add_exporter(struct exporter *e)
-{
-	if (e && n_exporters < MAX_EXPORTERS)
-		exporters[n_exporters++] = e;
-}
-
-int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create)
+int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create,
+		   bool defer)
 {
 	up_cfg = cfg;
 	exit_flush_timeout_ns = cfg->exit_flush_timeout_ns;
 	up_profiles = pp;
 	up_create = create;
 	control_init();
-	n_exporters = 0;
-	/* Configuration only: no file, socket or library is opened here. */
-	if (cfg->output_dir[0])
-		add_exporter(export_file_new(cfg->output_dir));
-	if (cfg->export_agent)
-		add_exporter(export_datadog_new(cfg, false));
-	if (cfg->export_agentless)
-		add_exporter(export_datadog_new(cfg, true));
-	if (cfg->export_pyroscope)
-		add_exporter(export_pyroscope_new(cfg));
-	for (size_t i = 0; i < n_exporters; i++)
-		log_debug("exporter: %s", exporters[i]->label);
-	if (n_exporters == 0)
-		log_info("no exporter configured: profiles are collected and discarded");
+	uploader_wanted = true;
+	/* Like a fork child's (uploader_atfork_child): a program that ends before its
+	 * first sample (a shell command) never pays for the thread, its stack and malloc
+	 * arena, nor waits at exit for it to be torn down. A redirect needs walks proven
+	 * complete by CFI alone (agent/hijack.h). */
+	if (defer && hijack_arm()) {
+		spawn_pending_pid = getpid();
+		atomic_store_explicit(&spawn_pending, true, memory_order_relaxed);
+		return 0;
+	}
+	pthread_mutex_lock(ctl.lock);
 	int rc = spawn_thread();
+	pthread_mutex_unlock(ctl.lock);
 	uploader_wanted = rc == 0;
 	return rc;
 }
 
-/* Normal context: starts the thread a fork child deferred, if it did. quiet: called at
+/* Normal context: starts the thread the process deferred, if it did. quiet: called at
  * a safe point (agent/hijack.h), where the thread may hold stdio's locks: no logging. */
 FORK_CHILD_PATH static void start_deferred(bool quiet)
 {
@@ -626,7 +544,8 @@ FORK_CHILD_PATH static void start_deferred(bool quiet)
 	if (mine)
 		hijack_disarm();
 	if (rc != 0 && !quiet)
-		log_warn("cannot start the uploader thread in the fork child %d (%s)",
+		log_warn("cannot start the uploader thread in process %d (%s); profiles will "
+			 "not be exported",
 			 (int)getpid(), strerror(-rc));
 }
 
@@ -684,8 +603,8 @@ FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 		pthread_cond_broadcast(&ctl.cond);
 		if (!wait_until(now + timeout_ns, is_done, 0) && !ctl.final_counted) {
 			ctl.abandoned = true;
-			upload_count(&upload_counters.uploads_dropped, n_exporters);
-			upload_count(&upload_counters.export_failures, n_exporters);
+			upload_count(&upload_counters.uploads_dropped, export_set_count());
+			upload_count(&upload_counters.export_failures, export_set_count());
 			log_warn("the final profile was not exported within %llu ms "
 				 "(DD_PROFILING_EXIT_FLUSH_TIMEOUT); dropped",
 				 (unsigned long long)(timeout_ns / 1000000));
@@ -741,6 +660,11 @@ void uploader_get_stats(struct uploader_stats *out)
 	upload_stats_get(out);
 }
 
+bool uploader_thread_started(void)
+{
+	return atomic_load_explicit(&thread_spawned, memory_order_relaxed);
+}
+
 void uploader_atfork_prepare(void)
 {
 	/* Never held across I/O or serialization: this waits for at most a few
@@ -768,19 +692,8 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
 	upload_stats_reset();
 	/* A request the parent was still waiting for: the intake may be hanging, and this
-	 * child cannot know better; its exit flush will not wait for that exporter. The
-	 * warning rate limiters are kept: a fork storm warns like one process. The
-	 * exporters are on the heap: read and written only when a send was in flight (each
-	 * page a child touches costs it a fault on these virtual machines). */
-	if (atomic_load_explicit(&sends_in_flight, memory_order_relaxed)) {
-		for (size_t i = 0; i < n_exporters; i++) {
-			if (exporters[i]->in_flight_since_ns) {
-				exporters[i]->unresponsive = true;
-				exporters[i]->in_flight_since_ns = 0;
-			}
-		}
-		atomic_store_explicit(&sends_in_flight, false, memory_order_relaxed);
-	}
+	 * child cannot know better; its exit flush will not wait for that exporter. */
+	export_set_atfork_child();
 	if (!was_running)
 		return;
 	/* The thread starts at the child's first need: a final profile at exit, the
@@ -790,9 +703,10 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	 * faults of its malloc arena at every later fork of the parent and in the child). */
 	spawn_pending_pid = threads_fork_child_pid(); /* getpid(), without a system call */
 	atomic_store_explicit(&spawn_pending, true, memory_order_relaxed);
-	/* Safe points need complete walks, so unwind tables: a child forked before its
-	 * parent had built them (the first milliseconds) starts its thread at once, as does
-	 * one where redirects are unavailable; a compute child would never upload. */
-	if (!modules_have_tables() || !hijack_arm())
+	/* Safe points need walks complete by CFI: unwind tables, or the start-up modules'
+	 * CFI read from memory (agent/boot_cfi.h). A child with neither starts its thread
+	 * at once, as does one where redirects are unavailable: a compute child would
+	 * never upload. */
+	if (!(modules_have_tables() || boot_cfi_covers_roots()) || !hijack_arm())
 		start_deferred(false);
 }

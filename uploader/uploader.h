@@ -50,14 +50,19 @@ struct uploader_stats {
 void uploader_place_lock(void);
 
 /* The module registry's host (modules_set_host): wakes the uploader thread to run
- * modules_service; returns whether that thread is running. Any thread, normal
- * context. */
-bool uploader_modules_wake(void);
+ * modules_service, first starting it when start is set and it waits for a need;
+ * returns whether that thread runs or is to run. Any thread, normal context. */
+bool uploader_modules_wake(bool start);
 
-/* Starts the thread. cfg and pp must outlive the uploader. 0 or negative errno. */
-int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
+/* Sets the uploader up. cfg and pp must outlive the uploader. The thread starts at the
+ * process's first need, as in a fork child (uploader_ensure_thread, uploader_safe_point,
+ * uploader_stop with samples, a dlopen), when defer is set and safe-point redirects
+ * are available (agent/hijack.h); else at once. Exporters are made by the thread as it
+ * starts. 0 or negative errno (the thread could not be started at once). */
+int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create,
+		   bool defer);
 
-/* Normal context: a fork child whose thread is not started yet starts it now (the
+/* Normal context: a process whose thread is not started yet starts it now (the
  * application creates a thread, loads a library, or flushes). Cheap otherwise: one
  * relaxed load. */
 void uploader_ensure_thread(void);
@@ -75,6 +80,8 @@ void uploader_stop(void);
 int uploader_flush(uint64_t timeout_ns);
 
 void uploader_get_stats(struct uploader_stats *out);
+/* Whether this process's uploader thread was started. Any thread. */
+bool uploader_thread_started(void);
 
 void uploader_atfork_prepare(void);
 void uploader_atfork_parent(void);

@@ -6,6 +6,7 @@ Stacks the unwinder could not finish end in "[incomplete]" and do not count as r
 """
 import os
 import re
+import time
 
 from itest import (PYTHON, PROFILER_FRAME, WORKLOADS, check, dump, go_pprof_top, profile_files,
                    run_profiled, value_index)
@@ -266,3 +267,58 @@ def test_dlopen_while_an_upload_hangs_still_gets_tables(ctx):
           % share)
     return "library samples rooted %.1f%% (%.2f s), wall %.2f s" % (
         share, lib_total / 1e9, wall)
+
+
+def test_uploader_thread_starts_at_the_first_need(ctx):
+    """The profiler's thread starts at the process's first need, not in the constructor.
+    A program that ends before its first sample never has it (/bin/true's start-up). A
+    single-threaded program that creates no thread and loads no library gets it from a
+    sample at a safe point, which only a walk complete by CFI shows: before any table is
+    built, from the start-up modules' .eh_frame_hdr (agent/boot_cfi.h). It then uploads
+    every period, its first profile starting at the program's start."""
+    prog = os.path.join(WORKLOADS, "omitfp_threads")
+    out = os.path.join(ctx.dir, "short")
+    rc, stdout, stderr, _cpu, _wall = run_profiled([prog, "0", "0"],
+                                                   {"DD_PROFILING_OUTPUT_DIR": out})
+    check(rc == 0, "exit %d: %s" % (rc, stderr))
+    m = re.search(r"threads_start (\d+) threads_mid (-?\d+) threads_end (\d+)", stdout)
+    check(m and m.group(1) == "1" and m.group(3) == "1",
+          "a program ending before its first sample has threads: %r" % stdout)
+    check(not profile_files(out), "profiles written for a program never sampled")
+    check("uploader_started 0 " in stdout, "the uploader started in a short run: %r" % stdout)
+
+    out = os.path.join(ctx.dir, "long")
+    t0 = time.time()
+    rc, stdout, stderr, cpu, wall = run_profiled(
+        [prog, "0", "2.3"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1"})
+    check(rc == 0, "exit %d: %s" % (rc, stderr))
+    m = re.search(r"threads_start (\d+) threads_mid (-?\d+) threads_end (\d+)", stdout)
+    check(m and m.group(1) == "1" and m.group(2) == "2",
+          "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
+    d = re.search(r"uploader_started (\d+) redirects (\d+) refusals (\d+) boot_cfi_frames (\d+)",
+                  stdout)
+    check(d and d.group(1) == "1" and d.group(2) == "1" and int(d.group(4)) > 0,
+          "expected the uploader started by one safe-point redirect, with frames unwound "
+          "from in-memory CFI: %r" % stdout)
+    files = profile_files(out)
+    profs = dump(files, stacks=True)
+    check(len(profs) >= 3, "%d profiles in a %.2f s run with a 1 s period" % (len(profs), wall))
+    first = profs[0]
+    start = first["time_nanos"] / 1e9
+    duration = first["duration_nanos"] / 1e9
+    check(abs(start - t0) < 0.2, "the first profile starts %.3f s after launch" % (start - t0))
+    check(0.9 <= duration <= 1.1, "the first profile lasts %.3f s, the period is 1 s" % duration)
+    ti = value_index(first, "cpu-time")
+    used = float(re.search(r"cpu_seconds ([0-9.]+)", stdout).group(1))
+    total = sum(p["totals"][ti] for p in profs) / 1e9
+    check(abs(total / used - 1) <= 0.03, "profiles hold %.3f s of %.3f s CPU" % (total, used))
+    tot, rooted, found, outer = stack_shares(profs, ("omitfp_middle",))
+    check(rooted >= 0.99 * tot, "%.1f%% of CPU rooted; outermost: %s" % (
+        100.0 * rooted / max(tot, 1), top_outer(outer, tot)))
+    check(found["omitfp_middle"] >= 0.9 * tot, "omitfp_middle in %.1f%% of CPU" % (
+        100.0 * found["omitfp_middle"] / max(tot, 1)))
+    return ("short run: 1 thread, no profile; 2.3 s run: threads %s/%s, 1 redirect after %s "
+            "refusals, %s frames from in-memory CFI, %d profiles, the first %.3f s from "
+            "+%.3f s, CPU %.3f/%.3f s, %.1f%% rooted" % (
+                m.group(1), m.group(2), d.group(3), d.group(4), len(profs), duration,
+                start - t0, total, used, 100.0 * rooted / max(tot, 1)))

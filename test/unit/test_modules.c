@@ -166,8 +166,9 @@ static pthread_cond_t host_cond = PTHREAD_COND_INITIALIZER;
 static bool host_kicked, host_stop, host_running;
 static atomic_uint host_services;
 
-static bool host_wake(void)
+static bool host_wake(bool start)
 {
+	(void)start; /* the host runs from the start */
 	pthread_mutex_lock(&host_lock);
 	host_kicked = true;
 	bool running = host_running;

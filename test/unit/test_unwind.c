@@ -22,6 +22,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "agent/boot_cfi.h"
 #include "agent/modules.h"
 #include "agent/stack_bounds.h"
 #include "agent/unwind.h"
@@ -284,6 +285,38 @@ START_TEST(guarded_reads_follow_the_seccomp_check)
 }
 END_TEST
 
+/* Before any table is built (the uploader thread starts late): an empty module map, and
+ * the start-up modules' CFI read straight from memory. */
+static void setup_boot(void)
+{
+	modules_init();
+	ck_assert_int_ge(boot_cfi_init(), 3); /* this test, libc, ld.so, the vdso */
+	ck_assert(boot_cfi_covers_roots());
+}
+
+START_TEST(before_any_table_walks_are_complete_by_boot_cfi)
+{
+	struct unwind_stats before, after;
+	unwind_get_stats(&before);
+	descend_nofp(20);
+	check_recursion(20, "no frame pointers, no table");
+	unwind_get_stats(&after);
+	ck_assert_uint_ge(after.cfi_steps - before.cfi_steps, 20);
+	ck_assert_uint_eq(after.fp_steps, before.fp_steps); /* not one frame-pointer guess */
+	struct boot_cfi_stats bs;
+	boot_cfi_get_stats(&bs);
+	ck_assert_uint_ge(bs.rows, 20);
+	/* Disabled (a dlclose), the same walk falls back to frame pointers: it loses the
+	 * recursion, which keeps none. */
+	boot_cfi_disable();
+	descend_nofp(20);
+	uint32_t same = 0;
+	for (uint32_t i = 0; i < npcs; i++)
+		same += pcs[i] == descend_ret;
+	ck_assert_uint_lt(same, 20);
+}
+END_TEST
+
 static Suite *unwind_suite(void)
 {
 	Suite *s = suite_create("unwind");
@@ -298,6 +331,10 @@ static Suite *unwind_suite(void)
 	tcase_add_test(tc, unknown_stack_reads_are_guarded);
 	tcase_add_test(tc, guarded_reads_follow_the_seccomp_check);
 	suite_add_tcase(s, tc);
+	TCase *boot = tcase_create("before tables");
+	tcase_add_checked_fixture(boot, setup_boot, NULL);
+	tcase_add_test(boot, before_any_table_walks_are_complete_by_boot_cfi);
+	suite_add_tcase(s, boot);
 	return s;
 }
 

@@ -6,13 +6,20 @@
  * Each thread runs a small call tree (omitfp_outer -> omitfp_middle -> omitfp_leaf, with
  * rbp used as a general register) until it has burned SECONDS of its own CPU time.
  * Prints "cpu_seconds X" (process CPU time) at the end.
+ * THREADS 0: the main thread does the work and the program creates no thread (nor loads
+ * any library); it also prints "threads_start N threads_mid M threads_end K", the
+ * process's threads at the start, after half of the work, and at the end.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "../../preload/ddprof.h"
 
 static double seconds;
 
@@ -64,11 +71,55 @@ static void *worker(void *arg)
 	return (void *)(uintptr_t)(acc & 1);
 }
 
+/* The process's threads, as /proc/self/task lists them. */
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static int main_thread_only(void)
+{
+	int start = count_threads(), mid = -1;
+	uint64_t x = 1, acc = 0;
+	while (thread_cpu() < seconds) {
+		for (int i = 0; i < 32; i++)
+			acc += omitfp_outer(x++);
+		if (mid < 0 && thread_cpu() >= seconds / 2)
+			mid = count_threads();
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	printf("threads_start %d threads_mid %d threads_end %d acc %d\n", start, mid,
+	       count_threads(), (int)(acc & 1));
+	/* The agent's diagnostics, when it is loaded (dlsym is no dlopen: no need). */
+	int (*diag)(struct ddprof_diagnostics *, size_t) =
+	    (int (*)(struct ddprof_diagnostics *, size_t))dlsym(RTLD_DEFAULT,
+								 "ddprof_get_diagnostics");
+	struct ddprof_diagnostics d;
+	if (diag && diag(&d, sizeof(d)) == 0)
+		printf("uploader_started %llu redirects %llu refusals %llu boot_cfi_frames %llu\n",
+		       (unsigned long long)d.uploader_started,
+		       (unsigned long long)d.safe_point_redirects,
+		       (unsigned long long)d.safe_point_refusals,
+		       (unsigned long long)d.boot_cfi_frames);
+	printf("cpu_seconds %.6f\n", ts.tv_sec + ts.tv_nsec / 1e9);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int threads = argc > 1 ? atoi(argv[1]) : 4;
 	seconds = argc > 2 ? atof(argv[2]) : 1.0;
 	pthread_t t[64];
+	if (threads == 0)
+		return main_thread_only();
 	if (threads < 1 || threads > 64)
 		return 2;
 	for (int i = 0; i < threads; i++)
