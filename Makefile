@@ -53,9 +53,11 @@ $(BUILD)/obj/%.o: %.c $(wildcard */*.h) Makefile
 # of a preloaded process looks every symbol it binds lazily (exit, at the least) up in
 # our hash table first; in the code's mapping, the fault that maps our fork handler's
 # code maps the table's page too (fault-around): one page fault less per child.
+# -z nodelete: a dlclose never unmaps us (timers and handlers run our code, and the
+# handler reads our CFI from memory before tables exist: agent/boot_cfi.h).
 $(BUILD)/libddprof.so: $(LIB_OBJS) common/fork_child.ld
 	@echo "  LD      $@"
-	@$(CC) -shared -o $@ $(LIB_OBJS) $(FORK_LD) -Wl,-z,now -Wl,-z,noseparate-code \
+	@$(CC) -shared -o $@ $(LIB_OBJS) $(FORK_LD) -Wl,-z,now -Wl,-z,noseparate-code -Wl,-z,nodelete \
 		-Wl,--no-undefined -Wl,-z,start-stop-visibility=hidden -Wl,-fini=ddprof_dt_fini \
 		$(LIB_LDLIBS)
 
@@ -158,7 +160,7 @@ unit: $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
 TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules test_thread_start \
-	test_threads test_boot_cfi
+	test_threads
 TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c agent/region.c \
 	agent/stack_trie.c agent/profile.c
 # The module map's publication and grace period (plus what modules.c calls).

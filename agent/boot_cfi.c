@@ -2,27 +2,26 @@
  * boot_cfi.c - unwind rules of the start-up modules, from their .eh_frame_hdr (see
  * boot_cfi.h).
  *
- * This file is async-signal-safe in boot_cfi_find and what it calls (C11 atomics, the
- * grace counters and agent/cfi_lookup.c). boot_cfi_init, boot_cfi_disable and the
- * stats run in normal context; boot_cfi_atfork_child in the fork child handler.
+ * This file is async-signal-safe in boot_cfi_find and what it calls (agent/
+ * cfi_lookup.c): plain reads of an array written before any handler could run.
+ * boot_cfi_init runs in normal context (the constructor).
  */
 #include "boot_cfi.h"
 
 #include <link.h>
 #include <stdatomic.h>
-#include <time.h>
+#include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "agent/cfi_lookup.h"
 #include "agent/fork_local.h"
-#include "agent/grace.h"
 
-/* Executable segments: a module usually has one; the list holds 64 (/bin/true has 4
- * modules, python3 with its start-up libraries ~12). Past that, the rest are left out:
- * their pcs get no row, and a walk through them is not complete. */
+/* Modules and executable segments kept: /bin/true has 5 modules, python3 ~8 at
+ * start-up; past the room, the rest are left out (their pcs get no row, and a walk
+ * through them is not complete). */
+#define BOOT_MODULES_MAX 64
 #define BOOT_SEGMENTS_MAX 64
-/* A handler stopped inside (a debugger) must not hold up dlclose for ever. */
-#define DISABLE_WAIT_NS (100ULL * 1000000ULL)
 
 struct boot_segment {
 	uintptr_t lo, hi; /* runtime [lo, hi) of one executable PT_LOAD */
@@ -30,137 +29,176 @@ struct boot_segment {
 };
 
 static struct boot_segment segs[BOOT_SEGMENTS_MAX];
-static uint32_t nsegs, nmodules;
-static bool roots_covered;
-/* Written by a fork child's handler (the grace reset): on the page it writes anyway. */
-FORK_CHILD_DATA static _Atomic bool enabled;
-FORK_CHILD_DATA static struct grace readers;
-/* boot_cfi_disable's progress: one thread waits for the readers (grace.h: one writer at
- * a time), the others for it. No mutex: a fork child would have to re-initialize it,
- * one more page written by every child. */
-enum { LIVE, DISABLING, DISABLED };
-FORK_CHILD_DATA static _Atomic int disable_state;
-static _Atomic uint64_t st_lookups, st_rows;
+/* Published with a release store once segs is written (boot_cfi_init). */
+static _Atomic uint32_t nsegs;
+static uint32_t nmodules, nleft_out;
+/* Read by every fork child of a process without tables (uploader_atfork_child): on the
+ * page it touches anyway (common/fork_child.h). */
+FORK_CHILD_DATA static bool roots_covered;
 
-struct scan {
-	uintptr_t libc_pc;
-	bool first, exe_ok, libc_ok;
+/* One module as dl_iterate_phdr reports it. */
+struct mod {
+	const char *name;
+	uintptr_t bias;
+	const ElfW(Phdr) *phdr;
+	size_t phnum;
+	bool startup; /* in the DT_NEEDED closure (or the executable, the vdso, us) */
+	bool expanded;
 };
 
-static int add_module(struct dl_phdr_info *info, size_t size, void *arg)
+struct scan {
+	struct mod m[BOOT_MODULES_MAX];
+	size_t n;
+	bool overflow;
+};
+
+static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct scan *sc = arg;
-	bool exe = sc->first;
-	sc->first = false;
-	struct cfi_lookup_module m;
-	if (cfi_lookup_module_from_phdrs(info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum,
-					 &m) != 0)
+	if (sc->n == BOOT_MODULES_MAX) {
+		sc->overflow = true;
 		return 0;
-	bool added = false;
-	for (size_t i = 0; i < info->dlpi_phnum && nsegs < BOOT_SEGMENTS_MAX; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || ph->p_memsz == 0)
-			continue;
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		segs[nsegs++] = (struct boot_segment){lo, lo + ph->p_memsz, m};
-		added = true;
-		if (sc->libc_pc >= lo && sc->libc_pc < lo + ph->p_memsz)
-			sc->libc_ok = true;
 	}
-	if (added) {
-		nmodules++;
-		if (exe)
-			sc->exe_ok = true;
-	}
+	sc->m[sc->n++] = (struct mod){info->dlpi_name ? info->dlpi_name : "", info->dlpi_addr,
+				      info->dlpi_phdr, info->dlpi_phnum, false, false};
 	return 0;
+}
+
+static bool holds(const struct mod *m, uintptr_t addr)
+{
+	for (size_t i = 0; i < m->phnum; i++) {
+		const ElfW(Phdr) *ph = &m->phdr[i];
+		uintptr_t lo = m->bias + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && addr >= lo && addr - lo < ph->p_memsz)
+			return true;
+	}
+	return false;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+/* Marks the modules m names in DT_NEEDED as start-up modules. The dynamic section as
+ * the loader left it: glibc turns DT_STRTAB into a runtime address in place on x86-64;
+ * a link-time one is taken as such. Every string must lie in a mapped PT_LOAD of m. */
+static void mark_needed(struct scan *sc, const struct mod *m)
+{
+	const ElfW(Dyn) *dyn = NULL;
+	size_t ndyn = 0;
+	for (size_t i = 0; i < m->phnum; i++) {
+		if (m->phdr[i].p_type == PT_DYNAMIC) {
+			dyn = (const ElfW(Dyn) *)(m->bias + m->phdr[i].p_vaddr);
+			ndyn = m->phdr[i].p_memsz / sizeof(*dyn);
+		}
+	}
+	uintptr_t strtab = 0, strsz = 0;
+	for (size_t i = 0; i < ndyn && dyn[i].d_tag != DT_NULL; i++) {
+		if (dyn[i].d_tag == DT_STRTAB)
+			strtab = dyn[i].d_un.d_ptr;
+		else if (dyn[i].d_tag == DT_STRSZ)
+			strsz = dyn[i].d_un.d_val;
+	}
+	if (strtab && !holds(m, strtab))
+		strtab += m->bias;
+	if (!strtab || !strsz || !holds(m, strtab) || !holds(m, strtab + strsz - 1))
+		return;
+	for (size_t i = 0; i < ndyn && dyn[i].d_tag != DT_NULL; i++) {
+		if (dyn[i].d_tag != DT_NEEDED || dyn[i].d_un.d_val >= strsz)
+			continue;
+		const char *need = (const char *)strtab + dyn[i].d_un.d_val;
+		size_t room = strsz - dyn[i].d_un.d_val;
+		if (strnlen(need, room) == room)
+			continue; /* not terminated inside the table */
+		for (size_t k = 0; k < sc->n; k++)
+			if (!sc->m[k].startup && strcmp(base_name(sc->m[k].name), base_name(need)) == 0)
+				sc->m[k].startup = true;
+	}
 }
 
 int boot_cfi_init(void)
 {
-	nsegs = nmodules = 0;
-	/* getpid: any function of libc's, as this process resolves it. */
-	struct scan sc = {.libc_pc = (uintptr_t)&getpid, .first = true};
-	dl_iterate_phdr(add_module, &sc);
-	roots_covered = sc.exe_ok && sc.libc_ok;
-	atomic_store_explicit(&disable_state, LIVE, memory_order_relaxed);
-	/* Release: the list is written before a handler can see it enabled (pairs with
-	 * the acquire in boot_cfi_find). */
-	atomic_store_explicit(&enabled, nsegs > 0, memory_order_release);
+	static struct scan sc; /* 3 KiB: not on the constructor's stack */
+	memset(&sc, 0, sizeof(sc));
+	nmodules = nleft_out = 0;
+	atomic_store_explicit(&nsegs, 0, memory_order_relaxed);
+	dl_iterate_phdr(collect, &sc);
+	/* The roots of the closure: the executable (listed first), the vdso (its program
+	 * headers follow the ELF header the auxv gives), us (-z nodelete). */
+	uintptr_t vdso = getauxval(AT_SYSINFO_EHDR);
+	for (size_t i = 0; i < sc.n; i++) {
+		struct mod *m = &sc.m[i];
+		m->startup = i == 0 || (vdso && (uintptr_t)m->phdr - vdso < 4096) ||
+			     holds(m, (uintptr_t)&boot_cfi_init);
+	}
+	for (bool grew = true; grew;) {
+		grew = false;
+		for (size_t i = 0; i < sc.n; i++) {
+			if (sc.m[i].startup && !sc.m[i].expanded) {
+				sc.m[i].expanded = true;
+				mark_needed(&sc, &sc.m[i]);
+				grew = true;
+			}
+		}
+	}
+	uintptr_t libc_pc = (uintptr_t)&getpid; /* any function of libc's, as resolved */
+	bool exe_ok = false, libc_ok = false;
+	uint32_t n = 0;
+	for (size_t i = 0; i < sc.n; i++) {
+		const struct mod *m = &sc.m[i];
+		struct cfi_lookup_module cfi;
+		if (cfi_lookup_module_from_phdrs(m->bias, m->phdr, m->phnum, &cfi) != 0)
+			continue;
+		if (!m->startup) {
+			nleft_out++;
+			continue;
+		}
+		bool added = false;
+		for (size_t k = 0; k < m->phnum && n < BOOT_SEGMENTS_MAX; k++) {
+			const ElfW(Phdr) *ph = &m->phdr[k];
+			if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || ph->p_memsz == 0)
+				continue;
+			uintptr_t lo = m->bias + ph->p_vaddr;
+			segs[n++] = (struct boot_segment){lo, lo + ph->p_memsz, cfi};
+			added = true;
+			libc_ok |= libc_pc >= lo && libc_pc - lo < ph->p_memsz;
+		}
+		if (added) {
+			nmodules++;
+			exe_ok |= i == 0;
+		} else {
+			nleft_out++;
+		}
+	}
+	nleft_out += sc.overflow;
+	roots_covered = exe_ok && libc_ok;
+	/* Release pairs with the acquire in boot_cfi_find: the entries are written before
+	 * a handler can count them. */
+	atomic_store_explicit(&nsegs, n, memory_order_release);
 	return (int)nmodules;
 }
 
 FORK_CHILD_PATH bool boot_cfi_covers_roots(void)
 {
-	return roots_covered && atomic_load_explicit(&enabled, memory_order_relaxed);
+	return roots_covered;
 }
 
 /* async-signal-safe */
 bool boot_cfi_find(uintptr_t pc, struct cfi_row *out)
 {
-	/* Relaxed: the cheap common answer once disabled; decided again inside. */
-	if (!atomic_load_explicit(&enabled, memory_order_relaxed))
-		return false;
-	unsigned slot = grace_enter(&readers);
-	bool found = false;
-	/* Acquire pairs with boot_cfi_init's release (the list) and, through the grace
-	 * epoch, with boot_cfi_disable: a reader that entered after its wait began sees
-	 * false here. */
-	if (atomic_load_explicit(&enabled, memory_order_acquire)) {
-		for (uint32_t i = 0; i < nsegs; i++) {
-			if (pc < segs[i].lo || pc >= segs[i].hi)
-				continue;
-			atomic_fetch_add_explicit(&st_lookups, 1, memory_order_relaxed);
-			found = cfi_lookup_pc(&segs[i].cfi, pc, out) == 0 && out->kind != CFI_NONE;
-			if (found)
-				atomic_fetch_add_explicit(&st_rows, 1, memory_order_relaxed);
-			break;
-		}
-	}
-	grace_exit(&readers, slot);
-	return found;
+	/* Acquire pairs with boot_cfi_init's release. */
+	uint32_t n = atomic_load_explicit(&nsegs, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++)
+		if (pc >= segs[i].lo && pc < segs[i].hi)
+			return cfi_lookup_pc(&segs[i].cfi, pc, out) == 0 && out->kind != CFI_NONE;
+	return false;
 }
 
-void boot_cfi_disable(void)
+void boot_cfi_get_counts(uint32_t *modules, uint32_t *left_out)
 {
-	if (!atomic_load_explicit(&enabled, memory_order_relaxed))
-		return;
-	int expect = LIVE;
-	/* Acquire (either way) pairs with the release below: a thread that returns has
-	 * seen the wait end. */
-	if (atomic_compare_exchange_strong_explicit(&disable_state, &expect, DISABLING,
-						    memory_order_acquire, memory_order_acquire)) {
-		/* seq_cst: ordered before grace_wait's epoch increment, which readers
-		 * entering later see (grace.h). */
-		atomic_store_explicit(&enabled, false, memory_order_seq_cst);
-		/* A reader still inside past the bound is a thread stopped in its handler;
-		 * the unload cannot wait for it. */
-		grace_wait(&readers, DISABLE_WAIT_NS);
-		/* Release pairs with the acquires of the threads waiting below. */
-		atomic_store_explicit(&disable_state, DISABLED, memory_order_release);
-		return;
-	}
-	/* Another thread's dlclose is waiting for the readers: at most DISABLE_WAIT_NS. */
-	struct timespec nap = {0, 100000};
-	while (atomic_load_explicit(&disable_state, memory_order_acquire) == DISABLING)
-		nanosleep(&nap, NULL);
-}
-
-FORK_CHILD_PATH void boot_cfi_atfork_child(void)
-{
-	grace_reset(&readers);
-	/* A disable in progress in another thread of the parent: done here, where no
-	 * other thread reads. */
-	if (atomic_load_explicit(&disable_state, memory_order_relaxed) == DISABLING) {
-		atomic_store_explicit(&enabled, false, memory_order_relaxed);
-		atomic_store_explicit(&disable_state, DISABLED, memory_order_relaxed);
-	}
-}
-
-void boot_cfi_get_stats(struct boot_cfi_stats *out)
-{
-	out->modules = nmodules;
-	out->lookups = atomic_load_explicit(&st_lookups, memory_order_relaxed);
-	out->rows = atomic_load_explicit(&st_rows, memory_order_relaxed);
-	out->disabled = !atomic_load_explicit(&enabled, memory_order_relaxed);
+	*modules = nmodules;
+	*left_out = nleft_out;
 }

@@ -25,7 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/boot_cfi.h"
 #include "agent/cfi_cache.h"
 #include "agent/module_map.h"
 #include "agent/fork_local.h"
@@ -560,6 +559,8 @@ static void *modules_thread(void *arg)
 	return NULL;
 }
 
+static int start_own_thread(modules_thread_create_fn create);
+
 int modules_start(modules_thread_create_fn create)
 {
 	pthread_mutex_lock(&ctl_lock);
@@ -576,8 +577,13 @@ int modules_start(modules_thread_create_fn create)
 	 * arena, which glibc locks and unlocks around fork). */
 	if (host_wake && host_wake(false))
 		return 0;
-	/* The thread never takes a profiling signal: it is never sampled, and a handler
-	 * must not run inside the writer side of the grace scheme. */
+	return start_own_thread(create);
+}
+
+/* The thread never takes a profiling signal: it is never sampled, and a handler must
+ * not run inside the writer side of the grace scheme. */
+static int start_own_thread(modules_thread_create_fn create)
+{
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -591,6 +597,15 @@ int modules_start(modules_thread_create_fn create)
 	}
 	own_thread = true;
 	return 0;
+}
+
+void modules_host_failed(modules_thread_create_fn create)
+{
+	pthread_mutex_lock(&ctl_lock);
+	bool orphaned = ctl_running && !ctl_stop && !own_thread;
+	pthread_mutex_unlock(&ctl_lock);
+	if (orphaned)
+		start_own_thread(create);
 }
 
 void modules_stop(void)
@@ -621,8 +636,8 @@ static void wake_service(void)
 
 /* Cheap on the application's path: a store, and a wake-up only when the thread sleeps
  * its long interval (while it polls every LOAD_POLL_NS it sees the flags anyway). */
-/* A fork child's first dlopen/dlclose starts the deferred thread (normal context). */
-static bool start_lazily(void)
+/* A fork child's first dlopen/dlclose starts the deferred work (normal context). */
+bool modules_start_deferred(void)
 {
 	if (ctl_running)
 		return true;
@@ -640,7 +655,7 @@ static bool start_lazily(void)
 
 void modules_notify(void)
 {
-	if (!start_lazily())
+	if (!modules_start_deferred())
 		return;
 	atomic_store_explicit(&dirty, true, memory_order_relaxed);
 	if (atomic_load_explicit(&load_polls, memory_order_relaxed) > 0)
@@ -654,7 +669,7 @@ void modules_notify(void)
 
 void modules_notify_load(void)
 {
-	if (!start_lazily())
+	if (!modules_start_deferred())
 		return;
 	if (atomic_exchange_explicit(&load_polls, LOAD_POLLS, memory_order_relaxed) > 0)
 		return; /* already polling */
@@ -732,7 +747,6 @@ static void adopt_published_map(void)
  * allocation and copied heap pages. */
 FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
 {
-	boot_cfi_atfork_child();
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 	mod_lock = fresh;
 	ctl_lock = fresh;

@@ -80,8 +80,17 @@ uint64_t modules_service(uint64_t now_ns);
  * START_DELAY after. 0 or -errno. */
 int modules_start(modules_thread_create_fn create);
 
+/* The host's thread could not be started (it starts late: uploader.h): the work moves
+ * to a thread of our own, if it was hosted. Normal context. */
+void modules_host_failed(modules_thread_create_fn create);
+
 /* Stops the thread (bounded wait). Tables stay published: handlers may still run. */
 void modules_stop(void);
+
+/* A fork child's work is deferred (modules_atfork_child) to its first dlopen or
+ * dlclose; this starts it now, as the child's uploader thread does when it finds no
+ * table (its parent had built none). Returns whether the work runs. Normal context. */
+bool modules_start_deferred(void);
 
 /* A dlclose returned: rescan now. Cheap; any thread, normal context. */
 void modules_notify(void);

@@ -51,6 +51,7 @@ struct unwind_stats {
 	uint64_t signal_frames; /* signal trampolines crossed */
 	uint64_t guarded_reads; /* reads outside the thread's stack, via process_vm_readv */
 	uint64_t failed_reads;	/* reads refused (unmapped, or over the per-walk budget) */
+	uint64_t boot_cfi_steps; /* frames recovered from in-memory CFI (no table yet) */
 };
 
 /* Returns the number of pcs written (>= 1). async-signal-safe. */
@@ -83,8 +84,8 @@ bool unwind_last_walk_used_fp(void);
 void unwind_set_guarded_reads(bool on);
 
 /* Normal context, off the application's path (the first module refresh): turns guarded
- * reads on unless a seccomp filter is active, or the status file (status_path, NULL:
- * /proc/self/status) cannot be read. Returns whether they are on. */
+ * reads on when the status file (status_path, NULL: /proc/self/status) says no seccomp
+ * filter is active; off when one is, or it cannot tell. Returns whether they are on. */
 bool unwind_enable_guarded_reads(const char *status_path);
 
 #endif

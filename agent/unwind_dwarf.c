@@ -62,7 +62,7 @@ bool unwind_last_walk_used_fp(void)
  * fork child finds them zero: it counts its own walks. */
 struct walk_counters {
 	_Atomic uint64_t walks, complete, truncated, fp_steps, cfi_steps, signal_frames,
-	    guarded_reads, failed_reads;
+	    guarded_reads, failed_reads, boot_cfi_steps;
 };
 static struct walk_counters counters_fallback;
 static struct walk_counters *ctr = &counters_fallback;
@@ -76,7 +76,7 @@ struct walk {
 	uintptr_t lo, hi; /* directly readable: [lo, hi) of the thread's stack */
 	int guarded_left;
 	pid_t pid;
-	uint32_t fp_steps, cfi_steps, guarded, failed;
+	uint32_t fp_steps, cfi_steps, guarded, failed, boot_steps;
 };
 
 /* async-signal-safe */
@@ -203,24 +203,39 @@ void unwind_set_guarded_reads(bool on)
 	atomic_store_explicit(&guarded_reads, on, memory_order_relaxed);
 }
 
-/* async-signal-safe (open, read and close only), though called in normal context. The
- * "Seccomp:" line of /proc/self/status: 2 is filter mode. Read from procfs rather than
- * asked with prctl(PR_GET_SECCOMP): a filter may kill on prctl, never on open/read. */
+/* Normal context (open, read and close only). The "Seccomp:" line of /proc/self/status
+ * (2: a filter), read to the end: the file is longer than a page with a few hundred
+ * supplementary groups. Unknown (unreadable, or no such line: a kernel without seccomp
+ * says so too rarely to matter) counts as a filter. Read from procfs rather than asked
+ * with prctl(PR_GET_SECCOMP): a filter may kill on prctl, never on open/read. */
 static bool seccomp_filter_active(const char *status_path)
 {
+	static const char key[] = "\nSeccomp:";
+	const size_t klen = sizeof(key) - 1, keep = klen + 8; /* the key and its value */
 	int fd = open(status_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return true; /* unknown: the safe answer */
-	char buf[4096];
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
 		return true;
-	buf[n] = 0;
-	const char *s = strstr(buf, "\nSeccomp:");
-	if (!s)
-		return false; /* a kernel without seccomp */
-	return digits_value(s + strlen("\nSeccomp:"), NULL) != 0;
+	char buf[4096];
+	size_t have = 0;
+	int mode = -1;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		const char *s = strstr(buf, key);
+		if (s && strchr(s + klen, '\n')) {
+			mode = (int)digits_value(s + klen, NULL);
+			break;
+		}
+		if (have > keep) { /* keep the tail: the key may straddle two reads */
+			memmove(buf, buf + have - keep, keep);
+			have = keep;
+		}
+	}
+	close(fd);
+	return mode != 0;
 }
 
 bool unwind_enable_guarded_reads(const char *status_path)
@@ -257,8 +272,10 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 		    e && e->table ? cfi_table_find(e->table, lookup - e->bias) : NULL;
 		/* No table yet: the start-up modules' CFI, read from memory (boot_cfi.h). */
 		struct cfi_row boot_row;
-		if (!(e && e->table) && boot_cfi_find(lookup, &boot_row))
+		if (!(e && e->table) && boot_cfi_find(lookup, &boot_row)) {
 			r = &boot_row;
+			w.boot_steps++;
+		}
 		uintptr_t old_sp = f.sp;
 		enum step s = r ? step_cfi(&w, &f, r) : step_fp(&w, &f);
 		if (s == STEP_ROOT) {
@@ -301,6 +318,8 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 		atomic_fetch_add_explicit(&ctr->cfi_steps, w.cfi_steps, memory_order_relaxed);
 	if (w.guarded)
 		atomic_fetch_add_explicit(&ctr->guarded_reads, w.guarded, memory_order_relaxed);
+	if (w.boot_steps)
+		atomic_fetch_add_explicit(&ctr->boot_cfi_steps, w.boot_steps, memory_order_relaxed);
 	if (w.failed)
 		atomic_fetch_add_explicit(&ctr->failed_reads, w.failed, memory_order_relaxed);
 	return n;
@@ -314,6 +333,7 @@ void unwind_get_stats(struct unwind_stats *out)
 	out->fp_steps = atomic_load_explicit(&ctr->fp_steps, memory_order_relaxed);
 	out->cfi_steps = atomic_load_explicit(&ctr->cfi_steps, memory_order_relaxed);
 	out->signal_frames = atomic_load_explicit(&ctr->signal_frames, memory_order_relaxed);
+	out->boot_cfi_steps = atomic_load_explicit(&ctr->boot_cfi_steps, memory_order_relaxed);
 	out->guarded_reads = atomic_load_explicit(&ctr->guarded_reads, memory_order_relaxed);
 	out->failed_reads = atomic_load_explicit(&ctr->failed_reads, memory_order_relaxed);
 }

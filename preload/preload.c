@@ -142,14 +142,15 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 
 /*
  * Samples during our fork handlers are harmless: the handler takes no lock and writes
- * only lock-free state, and in the child the timer is armed last. Two exceptions, where
- * prepare blocks the sampling signal until the parent and child handlers ran (a system
- * call in each, costing more than its instructions on a VM):
- *  - a fork child whose uploader thread has not started yet (agent/hijack.h) may start
- *    it from a sample at a safe point, which takes the uploader's lock prepare holds;
- *  - kernels before 5.0 restart a fork when a signal arrives during it (the memory copy
- *    is thrown away): with the thread's CPU timer running through the fork's kernel
- *    work, a fork longer than the period would never finish (always_block_for_fork).
+ * only lock-free state, and in the child the timer is armed last. A sample on the
+ * forking thread is never a safe point (agent/hijack.h: libc's fork is on its stack),
+ * and another thread redirected meanwhile only waits for the uploader's lock until the
+ * parent handler releases it. One exception, where prepare blocks the sampling signal
+ * until the parent and child handlers ran (a system call in each, costing more than
+ * its instructions on a VM): kernels before 5.0 restart a fork when a signal arrives
+ * during it (the memory copy is thrown away): with the thread's CPU timer running
+ * through the fork's kernel work, a fork longer than the period would never finish
+ * (always_block_for_fork).
  * fork_unblock: this thread's prepare blocked it (it was not blocked before), written
  * only when it changes. forks_blocking counts such forks in flight: a fork child reads
  * its TLS only when it is not 0, and otherwise touches one page less.
@@ -176,7 +177,7 @@ FORK_CHILD_DATA static sigset_t sampling_set;
 static void block_sampling_signal_if_needed(void)
 {
 	bool unblock = false;
-	if (always_block_for_fork || hijack_armed()) {
+	if (always_block_for_fork) {
 		sigset_t old;
 		pthread_sigmask(SIG_BLOCK, &sampling_set, &old);
 		unblock = sigismember(&old, sampler_signal()) != 1;
@@ -337,9 +338,6 @@ DDPROF_EXPORT int dlclose(void *handle)
 		if (!f)
 			return -1;
 	}
-	/* The start-up modules' CFI is read by handlers from the modules' own memory: no
-	 * more once one of them may be unmapped (agent/boot_cfi.h). */
-	boot_cfi_disable();
 	int rc = f(handle);
 	if (rc == 0 && atomic_load_explicit(&agent_running, memory_order_acquire) &&
 	    !sampler_thread_is_internal())
@@ -514,9 +512,7 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		hijack_get_stats(&hs);
 		d.safe_point_redirects = hs.redirects;
 		d.safe_point_refusals = hs.refused;
-		struct boot_cfi_stats bs;
-		boot_cfi_get_stats(&bs);
-		d.boot_cfi_frames = bs.rows;
+		d.boot_cfi_frames = us2.boot_cfi_steps;
 		d.uploads_ok = us.uploads_ok;
 		d.uploads_failed = us.uploads_failed;
 		d.uploads_dropped = us.uploads_dropped;

@@ -393,6 +393,10 @@ static void *uploader_main(void *arg)
 	sampler_thread_mark_internal();
 	prctl(PR_SET_NAME, UPLOADER_THREAD_NAME);
 	export_set_make(up_cfg, ctl.lock);
+	/* A fork child of a parent that had built no table (its thread had not started):
+	 * this thread builds them, and runs the seccomp check for guarded reads. */
+	if (!modules_have_tables())
+		modules_start_deferred();
 	struct upload_ctx ctx;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.sym = inherited_sym; /* NULL unless we are a fork child's new thread */
@@ -516,13 +520,20 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 	 * first sample (a shell command) never pays for the thread, its stack and malloc
 	 * arena, nor waits at exit for it to be torn down. A redirect needs walks proven
 	 * complete by CFI alone (agent/hijack.h). */
-	if (defer && hijack_arm()) {
+	if (defer) {
+		/* Pending before armed: a thread that existed before us may be redirected
+		 * at once (its start_deferred must find the wish). Release pairs with the
+		 * acquire in start_deferred: the pid is written before the flag. */
 		spawn_pending_pid = getpid();
-		atomic_store_explicit(&spawn_pending, true, memory_order_relaxed);
-		return 0;
+		atomic_store_explicit(&spawn_pending, true, memory_order_release);
+		if (hijack_arm())
+			return 0;
 	}
+	/* Redirects unavailable: at once, unless a thread that existed before us already
+	 * took the wish (start_deferred). */
 	pthread_mutex_lock(ctl.lock);
-	int rc = spawn_thread();
+	bool mine = !defer || atomic_exchange_explicit(&spawn_pending, false, memory_order_relaxed);
+	int rc = mine ? spawn_thread() : 0;
 	pthread_mutex_unlock(ctl.lock);
 	uploader_wanted = rc == 0;
 	return rc;
@@ -532,9 +543,10 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
  * a safe point (agent/hijack.h), where the thread may hold stdio's locks: no logging. */
 FORK_CHILD_PATH static void start_deferred(bool quiet)
 {
-	/* Relaxed: set by the fork child handler before the child had another thread, and
-	 * decided again below under ctl.lock. */
-	if (!atomic_load_explicit(&spawn_pending, memory_order_relaxed) ||
+	/* Acquire pairs with uploader_start's release (the pid before the flag); the fork
+	 * child handler sets both before the child has another thread. Decided again below
+	 * under ctl.lock. */
+	if (!atomic_load_explicit(&spawn_pending, memory_order_acquire) ||
 	    spawn_pending_pid != getpid())
 		return;
 	pthread_mutex_lock(ctl.lock);
@@ -543,6 +555,8 @@ FORK_CHILD_PATH static void start_deferred(bool quiet)
 	pthread_mutex_unlock(ctl.lock);
 	if (mine)
 		hijack_disarm();
+	if (rc != 0)
+		modules_host_failed(up_create); /* unwind tables all the same */
 	if (rc != 0 && !quiet)
 		log_warn("cannot start the uploader thread in process %d (%s); profiles will "
 			 "not be exported",

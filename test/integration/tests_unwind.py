@@ -322,3 +322,35 @@ def test_uploader_thread_starts_at_the_first_need(ctx):
             "+%.3f s, CPU %.3f/%.3f s, %.1f%% rooted" % (
                 m.group(1), m.group(2), d.group(3), d.group(4), len(profs), duration,
                 start - t0, total, used, 100.0 * rooted / max(tot, 1)))
+
+
+def test_fork_child_of_an_idle_parent_builds_tables_and_stays_rooted(ctx):
+    """A parent that never sampled (an idle pre-fork master) has neither its uploader
+    thread nor unwind tables when it forks. Its child, computing in code without frame
+    pointers, starts its own thread from a safe point (walks complete from the start-up
+    modules' in-memory CFI), builds the tables, and every one of its profiles is rooted,
+    the ones after its first upload included."""
+    prog = os.path.join(WORKLOADS, "omitfp_threads")
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, _cpu, _wall = run_profiled(
+        [prog, "0", "3.3"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1",
+                             "OMITFP_FORK_AFTER": "0.3"})
+    check(rc == 0, "exit %d: %s" % (rc, stderr))
+    d = re.search(r"uploader_started (\d+) redirects (\d+) refusals (\d+) boot_cfi_frames (\d+) "
+                  r"unwind_tables (\d+)", stdout)
+    check(d and d.group(1) == "1" and d.group(2) == "1" and int(d.group(5)) >= 3,
+          "the child should start its uploader from a safe point and build tables: %r" % stdout)
+    files = profile_files(out)
+    pids = {os.path.basename(f).split("_")[1] for f in files}
+    check(len(pids) == 1, "profiles of %d processes (the idle parent has none): %s" % (
+        len(pids), sorted(pids)))
+    profs = dump(files, stacks=True)
+    check(len(profs) >= 4, "%d profiles for 3.3 s of CPU with a 1 s period" % len(profs))
+    shares = []
+    for p in profs:
+        tot, rooted, _found, outer = stack_shares([p])
+        shares.append(100.0 * rooted / max(tot, 1))
+        check(rooted >= 0.98 * tot, "profile %d: %.1f%% of CPU rooted; outermost: %s" % (
+            len(shares) - 1, shares[-1], top_outer(outer, tot)))
+    return "child: %s tables, 1 redirect; %d profiles rooted %s%%" % (
+        d.group(5), len(profs), "/".join("%.1f" % x for x in shares))

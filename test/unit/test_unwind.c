@@ -262,9 +262,20 @@ START_TEST(guarded_reads_follow_the_seccomp_check)
 	ck_assert_uint_ge(guarded_reads_of_a_wild_walk(), 1);
 	ck_assert(!enable_with_status(dir, "Name:\ttest\nSeccomp:\t2\nSeccomp_filters:\t1\n"));
 	ck_assert_uint_eq(guarded_reads_of_a_wild_walk(), 0);
-	ck_assert(enable_with_status(dir, "Name:\ttest\nState:\tR\n")); /* no seccomp */
-	ck_assert(!enable_with_status(dir, NULL));			   /* unreadable */
-	ck_assert(!enable_with_status(dir, ""));			   /* empty */
+	ck_assert(!enable_with_status(dir, "Name:\ttest\nState:\tR\n")); /* no line: unknown */
+	ck_assert(!enable_with_status(dir, NULL));			    /* unreadable */
+	ck_assert(!enable_with_status(dir, ""));			    /* empty */
+	/* Past the first page (hundreds of supplementary groups), across read sizes. */
+	static char big[12000];
+	for (size_t pad = 4070; pad < 4110; pad += 3) {
+		size_t n = (size_t)snprintf(big, sizeof(big), "Name:\ttest\nGroups:\t");
+		while (n < pad)
+			big[n++] = '1';
+		snprintf(big + n, sizeof(big) - n, "\nSeccomp:\t2\nSeccomp_filters:\t1\n");
+		ck_assert_msg(!enable_with_status(dir, big), "filter missed at %zu", pad);
+		snprintf(big + n, sizeof(big) - n, "\nSeccomp:\t0\nSeccomp_filters:\t0\n");
+		ck_assert_msg(enable_with_status(dir, big), "no filter missed at %zu", pad);
+	}
 	rmdir(dir);
 	/* A real filter (allow everything) in a child: the check sees it. */
 	pid_t pid = fork();
@@ -302,18 +313,8 @@ START_TEST(before_any_table_walks_are_complete_by_boot_cfi)
 	check_recursion(20, "no frame pointers, no table");
 	unwind_get_stats(&after);
 	ck_assert_uint_ge(after.cfi_steps - before.cfi_steps, 20);
+	ck_assert_uint_ge(after.boot_cfi_steps - before.boot_cfi_steps, 20);
 	ck_assert_uint_eq(after.fp_steps, before.fp_steps); /* not one frame-pointer guess */
-	struct boot_cfi_stats bs;
-	boot_cfi_get_stats(&bs);
-	ck_assert_uint_ge(bs.rows, 20);
-	/* Disabled (a dlclose), the same walk falls back to frame pointers: it loses the
-	 * recursion, which keeps none. */
-	boot_cfi_disable();
-	descend_nofp(20);
-	uint32_t same = 0;
-	for (uint32_t i = 0; i < npcs; i++)
-		same += pcs[i] == descend_ret;
-	ck_assert_uint_lt(same, 20);
 }
 END_TEST
 

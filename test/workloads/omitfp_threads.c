@@ -9,6 +9,8 @@
  * THREADS 0: the main thread does the work and the program creates no thread (nor loads
  * any library); it also prints "threads_start N threads_mid M threads_end K", the
  * process's threads at the start, after half of the work, and at the end.
+ * OMITFP_FORK_AFTER=S: the process first sleeps S seconds (no CPU, so no sample), then
+ * forks, and the child does the work while the parent waits for it.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -17,7 +19,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../preload/ddprof.h"
 
@@ -104,11 +108,12 @@ static int main_thread_only(void)
 								 "ddprof_get_diagnostics");
 	struct ddprof_diagnostics d;
 	if (diag && diag(&d, sizeof(d)) == 0)
-		printf("uploader_started %llu redirects %llu refusals %llu boot_cfi_frames %llu\n",
+		printf("uploader_started %llu redirects %llu refusals %llu boot_cfi_frames %llu "
+		       "unwind_tables %llu\n",
 		       (unsigned long long)d.uploader_started,
 		       (unsigned long long)d.safe_point_redirects,
 		       (unsigned long long)d.safe_point_refusals,
-		       (unsigned long long)d.boot_cfi_frames);
+		       (unsigned long long)d.boot_cfi_frames, (unsigned long long)d.unwind_tables);
 	printf("cpu_seconds %.6f\n", ts.tv_sec + ts.tv_nsec / 1e9);
 	return 0;
 }
@@ -117,6 +122,21 @@ int main(int argc, char **argv)
 {
 	int threads = argc > 1 ? atoi(argv[1]) : 4;
 	seconds = argc > 2 ? atof(argv[2]) : 1.0;
+	const char *fork_after = getenv("OMITFP_FORK_AFTER");
+	if (fork_after) {
+		double s = atof(fork_after);
+		struct timespec nap = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+		nanosleep(&nap, NULL);
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid < 0)
+			return 3;
+		if (pid > 0) {
+			int st;
+			waitpid(pid, &st, 0);
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 4;
+		}
+	}
 	pthread_t t[64];
 	if (threads == 0)
 		return main_thread_only();
