@@ -6,6 +6,8 @@
  *   fp        frame-pointer unwinder on code built with frame pointers (the baseline)
  *   dwarf     DWARF CFI unwinder on the same code
  *   dwarf-nofp DWARF CFI unwinder on code built without frame pointers
+ *   dwarf-nofp-no-table  the same before any table is built: every rule read from the
+ *             modules' .eh_frame_hdr in memory (agent/boot_cfi.h), fewer samples
  * and, as a reference, the kernel's own cost of delivering a signal to a no-op handler
  * (the same for every profiler). Each figure is the median of RUNS runs of ITERS
  * samples, taken in one process, one after another, so ratios compare like with like.
@@ -20,6 +22,7 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include "agent/boot_cfi.h"
 #include "agent/modules.h"
 #include "agent/profile.h"
 #include "agent/stack_bounds.h"
@@ -28,6 +31,7 @@
 #define RUNS 7
 
 static long iters = 200000;
+static long boot_iters = 4000; /* walks from in-memory CFI cost microseconds */
 static struct profile_pair pp;
 static uintptr_t pcs[UNWIND_MAX_DEPTH];
 static volatile uint32_t sink;
@@ -46,7 +50,9 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The leaf: captures its context once, then unwinds and records `iters` times. */
+static long cur_iters;
+
+/* The leaf: captures its context once, then unwinds and records cur_iters times. */
 static double measure_here(unwinder_fn unwind)
 {
 	ucontext_t uc;
@@ -60,9 +66,10 @@ static double measure_here(unwinder_fn unwind)
 	    .stack_hi = r.hi,
 	};
 	uint64_t runs[RUNS];
+	long n_iters = cur_iters;
 	for (int k = 0; k < RUNS; k++) {
 		uint64_t t0 = now_ns();
-		for (long i = 0; i < iters; i++) {
+		for (long i = 0; i < n_iters; i++) {
 			uint32_t n = unwind(&regs, pcs, UNWIND_MAX_DEPTH);
 			profiles_record(&pp, 1, pcs, n, 1000000);
 			sink += n;
@@ -71,7 +78,7 @@ static double measure_here(unwinder_fn unwind)
 		runs[k] = now_ns() - t0;
 	}
 	qsort(runs, RUNS, sizeof(runs[0]), cmp_u64);
-	return (double)runs[RUNS / 2] / (double)iters;
+	return (double)runs[RUNS / 2] / (double)n_iters;
 }
 
 static unwinder_fn cur_unwinder;
@@ -125,11 +132,30 @@ static double signal_round_trip(void)
 
 int main(int argc, char **argv)
 {
-	if (argc > 1 && !strcmp(argv[1], "--quick"))
+	if (argc > 1 && !strcmp(argv[1], "--quick")) {
 		iters = 5000;
+		boot_iters = 200;
+	}
 	if (profiles_init(&pp, 64 << 20, 0) != 0)
 		return 1;
 	modules_init();
+	/* Before any table is built (a process whose uploader thread has not started yet,
+	 * agent/boot_cfi.h): the start-up modules' CFI read from memory at every frame. */
+	static const int depths[] = {10, 100};
+	double boot[2], boot_fp[2];
+	uint32_t seen_boot[2];
+	boot_cfi_init();
+	for (size_t d = 0; d < 2; d++) {
+		cur_iters = boot_iters;
+		cur_unwinder = unwind_fp;
+		descend_fp(depths[d]);
+		boot_fp[d] = result;
+		cur_unwinder = unwind_dwarf;
+		descend_nofp(depths[d]);
+		boot[d] = result;
+		seen_boot[d] = frames_seen;
+	}
+	cur_iters = iters;
 	if (modules_refresh() < 0)
 		return 1;
 	struct modules_stats ms;
@@ -137,7 +163,6 @@ int main(int argc, char **argv)
 	printf("# modules %llu, tables %llu, %llu rows, %.0f KiB, built in %.2f ms\n",
 	       (unsigned long long)ms.modules, (unsigned long long)ms.tables,
 	       (unsigned long long)ms.rows, ms.table_bytes / 1024.0, ms.build_ns / 1e6);
-	static const int depths[] = {10, 100};
 	for (size_t d = 0; d < 2; d++) {
 		int depth = depths[d];
 		uint32_t seen_fp, seen_dw, seen_nofp;
@@ -155,6 +180,8 @@ int main(int argc, char **argv)
 		printf("fp %d %.1f %.2f %u\n", depth, fp, 1.0, seen_fp);
 		printf("dwarf %d %.1f %.2f %u\n", depth, dw, dw / fp, seen_dw);
 		printf("dwarf-nofp %d %.1f %.2f %u\n", depth, dw_nofp, dw_nofp / fp, seen_nofp);
+		printf("dwarf-nofp-no-table %d %.1f %.2f %u\n", depth, boot[d], boot[d] / boot_fp[d],
+		       seen_boot[d]);
 	}
 	printf("signal-delivery 0 %.1f 0\n", signal_round_trip());
 	return (int)(sink & 0);

@@ -46,7 +46,11 @@ def handler_section(path):
            "recursion, captured once, unwound and recorded 200k times; median of 7 runs. "
            "`fp`: frame-pointer unwinder on code with frame pointers (the baseline); "
            "`dwarf`: the DWARF CFI unwinder on the same stack; `dwarf-nofp`: the DWARF "
-           "unwinder on the same recursion built without frame pointers. The kernel's "
+           "unwinder on the same recursion built without frame pointers; "
+           "`dwarf-nofp-no-table`: the same before any unwind table is built (a process "
+           "whose profiler thread has not started yet), every frame's rule read from the "
+           "module's `.eh_frame_hdr` in memory (`agent/boot_cfi.c`; 4000 walks, ratio "
+           "against `fp` measured alongside). The kernel's "
            "signal delivery to a no-op handler is shown for scale (every profiler pays "
            "it). Target: < 2 us at depth 10 with DWARF.", ""]
     if header:
