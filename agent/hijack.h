@@ -2,13 +2,16 @@
  * hijack.h - run a function in normal context on a thread interrupted by the sampling
  * signal, at a safe point (the technique of Go's asynchronous preemption).
  *
- * Why: a fork child needs an uploader thread only once it has samples to upload, and
- * most children of a pre-fork server or a fork storm never have one. Starting the thread
- * in the fork handler costs every child a pthread_create and the copy-on-write faults
- * of the thread's malloc arena (~50 us per fork on these VMs). The child starts it
- * later instead, from normal context: at exit, pthread_create or dlopen. A
- * single-threaded compute child gives none of those, only samples; the handler then
- * redirects the thread through this module when the sample shows a safe point.
+ * Why: a process needs an uploader thread only once it has samples to upload, and most
+ * short programs (shell commands) and most children of a pre-fork server or a fork
+ * storm never have one. Starting the thread in the constructor or the fork handler
+ * costs each a pthread_create, malloc's set-up, and the copy-on-write faults of the
+ * thread's malloc arena at every later fork (~0.3 ms of /bin/true's start-up, ~50 us
+ * per fork on these VMs). The process starts it later instead, from normal context: at
+ * exit, pthread_create or dlopen. A single-threaded compute program gives none of
+ * those, only samples; the handler then redirects the thread through this module when
+ * the sample shows a safe point. Before any unwind table exists, the walks that show
+ * one read the start-up modules' CFI from memory (agent/boot_cfi.h).
  *
  * Safe point: the unwinder reached a root frame, and no frame but the outermost ones
  * (_start, __libc_start_main, start_thread, clone3, our thread start) lies in code that

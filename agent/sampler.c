@@ -8,7 +8,7 @@
  * The handler's whole path: check the sender is one of our timers, read registers from
  * the ucontext, unwind within the thread's stack, weigh the sample by the timer's
  * overrun count (the kernel checks CPU timers at tick rate, 250 Hz here, so a 1 kHz
- * timer fires every 4 ms with si_overrun = 3), and record it. In a fork child still
+ * timer fires every 4 ms with si_overrun = 3), and record it. In a process still
  * without its uploader thread, the sample is then offered to hijack_try, which may
  * redirect the thread to start it at a safe point (agent/hijack.h).
  */
@@ -210,7 +210,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	ts->sampled = true;
 	ts->recorded_ns += weight;
 	ts->last_n = n;
-	/* A fork child waiting for a safe point to start its uploader (agent/hijack.h):
+	/* A process waiting for a safe point to start its uploader (agent/hijack.h):
 	 * only complete DWARF walks made with CFI alone can show one (a frame-pointer step
 	 * through code without them may skip a frame). */
 	if (hijack_armed() && sampler_unwinder == unwind_dwarf)
