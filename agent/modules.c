@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/boot_cfi.h"
 #include "agent/cfi_cache.h"
 #include "agent/module_map.h"
 #include "agent/fork_local.h"
@@ -42,7 +43,15 @@
  * LOAD_POLLS times (a dlopen with many dependencies and constructors can take long). */
 #define LOAD_POLL_NS (2ULL * 1000000ULL)
 #define LOAD_POLLS 100
+/* The first scan. A process that lives a few milliseconds (a shell command) should not
+ * pay for tables it never uses, nor wait at exit for work on them. Where the start-up
+ * modules can be unwound from their CFI in memory (agent/boot_cfi.h: ~1 us more per
+ * walk), tables only make later samples cheaper: they wait a second, so a program that
+ * runs for less never builds them (~1.5 ms of CPU with a warm cache, 5-12 ms without,
+ * taken from the application's cores in its first moments). A dlopen or dlclose scans
+ * at once either way. Without boot CFI, samples walk frame pointers until the scan. */
 #define START_DELAY_NS (1 * 1000000L)
+#define START_DELAY_BOOT_CFI_NS (1000 * 1000000L)
 
 struct module {
 	char *path; /* file read for CFI; vdso: its soname */
@@ -507,14 +516,15 @@ uint64_t modules_service(uint64_t now_ns)
 	bool due = active && (gen != ready_gen || now_ns >= next_due_ns);
 	uint64_t next = active ? next_due_ns : UINT64_MAX;
 	pthread_mutex_unlock(&ctl_lock);
-	if (!due)
-		return next;
-	if (!guard_checked) {
-		/* Off the application's path: see unwind_set_guarded_reads. */
+	if (active && !guard_checked) {
+		/* The service's first call, off the application's path (the first scan may
+		 * be a second away): see unwind_set_guarded_reads. */
 		guard_checked = true;
 		if (!unwind_enable_guarded_reads(NULL))
 			log_debug("seccomp filter active: unwinding reads only the thread's stack");
 	}
+	if (!due)
+		return next;
 	bool changed = false;
 	refresh(&changed);
 	pthread_mutex_lock(&ctl_lock);
@@ -565,11 +575,9 @@ int modules_start(modules_thread_create_fn create)
 {
 	pthread_mutex_lock(&ctl_lock);
 	ctl_stop = false;
-	/* A process that lives a few milliseconds (a shell command) should not pay for
-	 * tables it never uses, nor wait at exit for work on them: the first scan comes
-	 * after a short pause. Longer programs lose at most this much of their DWARF
-	 * unwinding at start-up (those samples walk frame pointers). */
-	next_due_ns = clock_now_ns(CLOCK_MONOTONIC) + START_DELAY_NS;
+	/* See START_DELAY_NS. */
+	next_due_ns = clock_now_ns(CLOCK_MONOTONIC) +
+		      (boot_cfi_covers_roots() ? START_DELAY_BOOT_CFI_NS : START_DELAY_NS);
 	ctl_running = true;
 	pthread_mutex_unlock(&ctl_lock);
 	/* Hosted: the uploader thread runs the service, so the process has one profiler

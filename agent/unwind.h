@@ -83,9 +83,10 @@ bool unwind_last_walk_used_fp(void);
  * be fatal under a seccomp filter, and checking for one costs start-up time. */
 void unwind_set_guarded_reads(bool on);
 
-/* Normal context, off the application's path (the first module refresh): turns guarded
- * reads on when the status file (status_path, NULL: /proc/self/status) says no seccomp
- * filter is active; off when one is, or it cannot tell. Returns whether they are on. */
+/* Normal context, off the application's path (the module service's first call):
+ * turns guarded reads on when the status file (status_path, NULL: /proc/self/status)
+ * says no seccomp filter is active; off when one is, or it cannot tell. Returns
+ * whether they are on. */
 bool unwind_enable_guarded_reads(const char *status_path);
 
 #endif

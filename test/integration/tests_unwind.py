@@ -155,7 +155,8 @@ def test_unwind_tables_are_loaded_from_the_cache_the_second_time(ctx):
     for i in range(2):
         out = os.path.join(ctx.dir, "out%d" % i)
         rc, stdout, stderr, cpu, wall = run_profiled(
-            [os.path.join(WORKLOADS, "omitfp_threads"), "2", "0.6"],
+            # Longer than the second the first scan waits (agent/modules.c).
+            [os.path.join(WORKLOADS, "omitfp_threads"), "2", "1.4"],
             {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
              "DD_PROFILING_LOG_LEVEL": "debug", "DD_PROFILING_UNWIND_CACHE_DIR": cache})
         check(rc == 0, "run %d: workload exit %d: %s" % (i, rc, stderr[-2000:]))
