@@ -270,6 +270,12 @@ def test_dlopen_while_an_upload_hangs_still_gets_tables(ctx):
         share, lib_total / 1e9, wall)
 
 
+def workload_counts(stdout):
+    """The "name number" pairs omitfp_threads 0 prints (threads seen, and the agent's
+    diagnostics when it is loaded), as ints."""
+    return {k: int(v) for k, v in re.findall(r"([a-z_]+) (-?\d+)\b(?!\.)", stdout)}
+
+
 def test_uploader_thread_starts_at_the_first_need(ctx):
     """The profiler's thread starts at the process's first need, not in the constructor.
     A program that ends before its first sample never has it (/bin/true's start-up). A
@@ -284,23 +290,22 @@ def test_uploader_thread_starts_at_the_first_need(ctx):
     rc, stdout, stderr, _cpu, _wall = run_profiled(
         [prog, "0", "0"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1"})
     check(rc == 0, "exit %d: %s" % (rc, stderr))
-    m = re.search(r"threads_start (\d+) threads_mid (-?\d+) threads_end (\d+)", stdout)
-    check(m and m.group(1) == "1" and m.group(3) == "1",
+    c = workload_counts(stdout)
+    check(c.get("threads_start") == 1 and c.get("threads_end") == 1,
           "a program ending before its first sample has threads: %r" % stdout)
     check(not profile_files(out), "profiles written for a program never sampled")
-    check("uploader_started 0 " in stdout, "the uploader started in a short run: %r" % stdout)
+    check(c.get("uploader_started") == 0, "the uploader started in a short run: %r" % stdout)
 
     out = os.path.join(ctx.dir, "long")
     t0 = time.time()
     rc, stdout, stderr, cpu, wall = run_profiled(
         [prog, "0", "2.3"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1"})
     check(rc == 0, "exit %d: %s" % (rc, stderr))
-    m = re.search(r"threads_start (\d+) threads_mid (-?\d+) threads_end (\d+)", stdout)
-    check(m and m.group(1) == "1" and m.group(2) == "2",
+    c = workload_counts(stdout)
+    check(c.get("threads_start") == 1 and c.get("threads_mid") == 2,
           "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
-    d = re.search(r"uploader_started (\d+) redirects (\d+) refusals (\d+) boot_cfi_frames (\d+)",
-                  stdout)
-    check(d and d.group(1) == "1" and d.group(2) == "1" and int(d.group(4)) > 0,
+    check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
+          c.get("boot_cfi_frames", 0) > 0,
           "expected the uploader started by one safe-point redirect, with frames unwound "
           "from in-memory CFI: %r" % stdout)
     files = profile_files(out)
@@ -323,7 +328,8 @@ def test_uploader_thread_starts_at_the_first_need(ctx):
     return ("short run: 1 thread, no profile; 2.3 s run: threads %s/%s, 1 redirect after %s "
             "refusals, %s frames from in-memory CFI, %d profiles, the first %.3f s from "
             "+%.3f s, CPU %.3f/%.3f s, %.1f%% rooted" % (
-                m.group(1), m.group(2), d.group(3), d.group(4), len(profs), duration,
+                c["threads_start"], c["threads_mid"], c["refusals"], c["boot_cfi_frames"],
+                len(profs), duration,
                 start - t0, total, used, 100.0 * rooted / max(tot, 1)))
 
 
@@ -339,9 +345,9 @@ def test_fork_child_of_an_idle_parent_builds_tables_and_stays_rooted(ctx):
         [prog, "0", "3.3"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1",
                              "OMITFP_FORK_AFTER": "0.3"})
     check(rc == 0, "exit %d: %s" % (rc, stderr))
-    d = re.search(r"uploader_started (\d+) redirects (\d+) refusals (\d+) boot_cfi_frames (\d+) "
-                  r"unwind_tables (\d+)", stdout)
-    check(d and d.group(1) == "1" and d.group(2) == "1" and int(d.group(5)) >= 3,
+    c = workload_counts(stdout)
+    check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
+          c.get("unwind_tables", 0) >= 3,
           "the child should start its uploader from a safe point and build tables: %r" % stdout)
     # The parent may have one profile too, at its exit: its start-up CPU, or a sample
     # of its fork. The child is the later pid (no pid wrap in a test run).
@@ -355,5 +361,5 @@ def test_fork_child_of_an_idle_parent_builds_tables_and_stays_rooted(ctx):
         shares.append(100.0 * rooted / max(tot, 1))
         check(rooted >= 0.98 * tot, "profile %d: %.1f%% of CPU rooted; outermost: %s" % (
             len(shares) - 1, shares[-1], top_outer(outer, tot)))
-    return "child: %s tables, 1 redirect; %d profiles rooted %s%%" % (
-        d.group(5), len(profs), "/".join("%.1f" % x for x in shares))
+    return "child: %d tables, 1 redirect; %d profiles rooted %s%%" % (
+        c["unwind_tables"], len(profs), "/".join("%.1f" % x for x in shares))
