@@ -225,16 +225,33 @@ def write(resdir, name, obj):
         json.dump(obj, f, indent=1)
 
 
+def median_ci(xs):
+    """The median's 95% confidence interval, free of any assumption on the spread: the
+    order statistics of ranks (n - 1.96 sqrt(n)) / 2 and 1 + (n + 1.96 sqrt(n)) / 2
+    (1-based), None below 6 values."""
+    n = len(xs)
+    if n < 6:
+        return None
+    s = sorted(xs)
+    half = 1.96 * n ** 0.5
+    lo = max(1, int((n - half) / 2))
+    hi = min(n, int(-(-(1 + (n + half) / 2) // 1)))
+    return [s[lo - 1], s[hi - 1]]
+
+
 def grouped(groups, rounds, measure):
     """Like paired, but each round runs a baseline with every candidate of a group (one
     group per rate: libddprof and gperftools), all in random order: the candidates of
     a group share their baseline, and compare with each other directly in the same
-    round, without the noise of two baselines. Returns, per group, a list of
-    {name: measure} per round (Hung runs leave their round out)."""
+    round, without the noise of two baselines. rounds: one count per group (a group
+    with fewer rounds sits out the last ones; the groups still alternate at random).
+    Returns, per group, a list of {name: measure} per round (Hung runs leave their
+    round out)."""
     base = Profiler("none")
     out = [[] for _ in groups]
-    for _ in range(rounds):
-        for gi in random.sample(range(len(groups)), len(groups)):
+    for ri in range(max(rounds)):
+        live = [gi for gi in range(len(groups)) if ri < rounds[gi]]
+        for gi in random.sample(live, len(live)):
             members = [base] + list(groups[gi])
             random.shuffle(members)
             got = {}
@@ -257,11 +274,15 @@ OVERHEAD_KEYS = ("work_wall", "work_cpu", "proc_wall", "proc_cpu")
 def bench_overhead(resdir):
     rates = [19, 99, 250, 1000]
     millions = 200 if QUICK else 600
-    # 11 rounds: the ratios move by about 1% from run to run here, as much as the
-    # differences at stake (gperftools at 1 kHz measured 0.990 with 7). Each round runs
-    # the baseline, libddprof and gperftools back to back: the comparison with
+    # One round's ratio (a run under a profiler / the baseline run next to it) has a
+    # standard deviation of 1.1 to 2% on these machines (40 rounds at 99 Hz and at 1 kHz,
+    # stop 21), and longer runs hardly lower it (1.2% at 4x the work): the machine's
+    # speed drifts from run to run. Both profilers cost ~0.1-0.5% here, so the median
+    # of 11 rounds (standard error ~0.5%) decided the targets by chance. The target
+    # rates get 33 rounds (~0.3%); 19 Hz and 250 Hz, only plotted, keep 11. Each round
+    # runs the baseline, libddprof and gperftools back to back: the comparison with
     # gperftools is the median of their ratio within a round.
-    rounds = 2 if QUICK else 11
+    rounds = [2 if QUICK else (33 if hz in (99, 1000) else 11) for hz in rates]
     groups = [[Profiler(k, hz) for k in ("libddprof", "gperftools")] for hz in rates]
 
     def measure(prof):
@@ -271,22 +292,30 @@ def bench_overhead(resdir):
                 "proc_cpu": cpu}
 
     results = grouped(groups, rounds, measure)
-    res = {"threads": 2, "millions_per_thread": millions, "rounds": rounds, "rows": []}
+    res = {"threads": 2, "millions_per_thread": millions, "rounds": max(rounds),
+           "rows": []}
     for group, rs in zip(groups, results):
         for c in group:
             ps = [(r["none"], r[c.name]) for r in rs]
-            row = {"profiler": c.kind, "hz": c.hz,
-                   "base_work_wall": median([b["work_wall"] for b, _ in ps])}
+            row = {"profiler": c.kind, "hz": c.hz, "rounds": len(ps),
+                   "base_work_wall": median([b["work_wall"] for b, _ in ps]),
+                   "ci": {}, "per_round": {}}
             for k in OVERHEAD_KEYS:
-                row[k] = median([m[k] / b[k] for b, m in ps])
+                xs = [m[k] / b[k] for b, m in ps]
+                row[k] = median(xs)
+                row["ci"][k] = median_ci(xs)
+                row["per_round"][k] = xs
+                if len(xs) > 1:
+                    row.setdefault("sd", {})[k] = statistics.stdev(xs)
             # Wall time outside the work (start-up, exit flush), beyond the baseline's.
             row["outside_ms"] = median([((m["proc_wall"] - m["work_wall"]) -
                                          (b["proc_wall"] - b["work_wall"])) * 1e3
                                         for b, m in ps])
             if c.kind == "libddprof":
                 g = [x for x in group if x.kind == "gperftools"][0]
-                row["vs_gperftools"] = {k: median([r[c.name][k] / r[g.name][k] for r in rs])
-                                        for k in OVERHEAD_KEYS}
+                rel = {k: [r[c.name][k] / r[g.name][k] for r in rs] for k in OVERHEAD_KEYS}
+                row["vs_gperftools"] = {k: median(xs) for k, xs in rel.items()}
+                row["vs_gperftools_ci"] = {k: median_ci(xs) for k, xs in rel.items()}
             res["rows"].append(row)
     write(resdir, "overhead.json", res)
     for r in res["rows"]:

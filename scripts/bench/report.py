@@ -101,6 +101,16 @@ def vs_gperftools(r, g):
     return {}
 
 
+def rounds_text(ov):
+    """'33 at 99 Hz, 11 at 19 Hz' from the rows (older results: one count for all)."""
+    by = {}
+    for r in ov["rows"]:
+        if r["profiler"] == "libddprof":
+            by.setdefault(r.get("rounds", ov["rounds"]), []).append("%d" % r["hz"])
+    return "; ".join("%d at %s Hz" % (n, ", ".join(hz)) for n, hz in sorted(by.items(),
+                                                                           reverse=True))
+
+
 def overhead_section(ov, svg_name):
     rows = ov["rows"]
     gp = {r["hz"]: r for r in rows if r["profiler"] == "gperftools"}
@@ -115,13 +125,13 @@ def overhead_section(ov, svg_name):
            "the final profile), a fixed cost per process that weighs more the shorter the "
            "run (here ~%.2f s of work). Each round runs the baseline (no profiler), "
            "libddprof and gperftools at one rate back to back in random order; each "
-           "figure is the median over %d rounds of (run with profiler / baseline of the "
-           "same round), and `/ gperftools` the median of (libddprof / gperftools of the "
+           "figure is the median over the rounds (%s) of (run with profiler / "
+           "baseline of the same round), and `/ gperftools` the median of (libddprof / gperftools of the "
            "same round), which leaves out the baseline's noise. "
            "Targets (libddprof): <= 1.01 at 99 Hz, <= 1.03 at 1 kHz, below gperftools at "
            "the same rate (`/ gperftools` below 1), judged on wall and CPU."
            % (ov["threads"], ov["millions_per_thread"],
-              min(r["base_work_wall"] for r in rows), ov["rounds"]), "",
+              min(r["base_work_wall"] for r in rows), rounds_text(ov)), "",
            "`outside work`: extra wall time of the process outside the work (start-up, "
            "exit), in ms.", "",
            "| profiler | Hz | work wall | work CPU | process wall | process CPU | "
@@ -150,8 +160,46 @@ def overhead_section(ov, svg_name):
             "%s, %s" % (fmt(rel.get("proc_wall")), fmt(rel.get("proc_cpu"))) if rel else "",
             verdict(t_work) if r["profiler"] == "libddprof" else "",
             verdict(t_proc) if r["profiler"] == "libddprof" else ""))
+    out += spread_table(rows, targets)
     out += ["", "![CPU overhead versus sampling rate](%s)" % svg_name, ""]
     return "\n".join(out) + "\n"
+
+
+def ci_text(ci):
+    return "%.3f-%.3f" % tuple(ci) if ci else "n/a"
+
+
+def spread_table(rows, targets):
+    """How far the medians above can be trusted: per libddprof row with per-round data,
+    the rounds, the standard deviation of one round's ratio and the median's 95%
+    confidence interval (order statistics), and whether each target's verdict could
+    flip within it."""
+    mine = [r for r in rows if r["profiler"] == "libddprof" and r.get("ci")]
+    if not mine:
+        return []
+    out = ["", "Spread: one round's ratio varies by the `sd` below (the machine's speed "
+           "drifts from run to run), more than either profiler costs at these rates; "
+           "`95% CI` is the median's confidence interval (order statistics of the "
+           "rounds). A verdict marked *noise* would flip somewhere within its interval.",
+           "", "| Hz | rounds | sd work wall, CPU | 95% CI work wall | work CPU | "
+           "/ gperftools wall | / gperftools CPU | verdict's margin |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in mine:
+        sd = r.get("sd", {})
+        ci, gci = r["ci"], r.get("vs_gperftools_ci") or {}
+        lim = targets.get(r["hz"])
+        flips = []
+        for k in ("work_wall", "work_cpu"):
+            if lim is not None and ci.get(k) and ci[k][0] <= lim < ci[k][1]:
+                flips.append("%s vs %.2f" % (k.replace("_", " "), lim))
+            if gci.get(k) and gci[k][0] <= 1 < gci[k][1]:
+                flips.append("%s vs gperftools" % k.replace("_", " "))
+        margin = ("*noise*: " + ", ".join(flips)) if flips else "outside the interval"
+        out.append("| %d | %d | %s, %s | %s | %s | %s | %s | %s |" % (
+            r["hz"], r.get("rounds", 0), fmt(sd.get("work_wall")), fmt(sd.get("work_cpu")),
+            ci_text(ci.get("work_wall")), ci_text(ci.get("work_cpu")),
+            ci_text(gci.get("work_wall")), ci_text(gci.get("work_cpu")), margin))
+    return out
 
 
 def overhead_svg(ov):
@@ -477,12 +525,16 @@ def summary_section(res, ov):
             worst = max(m["work_wall"], m["work_cpu"])
             rel = vs_gperftools(m, g)
             ok = worst <= lim and (not rel or (rel["work_wall"] <= 1 and rel["work_cpu"] <= 1))
+            gci = m.get("vs_gperftools_ci") or {}
+            spread = ("; 95%% CI of libddprof / gperftools %s, %s over %d rounds" % (
+                ci_text(gci.get("work_wall")), ci_text(gci.get("work_cpu")), m["rounds"])
+                      if gci.get("work_wall") else "")
             rows.append(("CPU overhead %d Hz (work wall, CPU)" % hz,
-                         "%.3f, %.3f (gperftools %s, %s; libddprof / gperftools %s, %s); "
+                         "%.3f, %.3f (gperftools %s, %s; libddprof / gperftools %s, %s%s); "
                          "whole process %.3f, %.3f" % (
                              m["work_wall"], m["work_cpu"], fmt(g and g["work_wall"]),
                              fmt(g and g["work_cpu"]), fmt(rel.get("work_wall")),
-                             fmt(rel.get("work_cpu")), m["proc_wall"], m["proc_cpu"]),
+                             fmt(rel.get("work_cpu")), spread, m["proc_wall"], m["proc_cpu"]),
                          "<= %.2f and below gperftools" % lim, verdict(ok)))
     acc = load(res, "accuracy.json")
     if acc:
