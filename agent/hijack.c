@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -46,6 +47,7 @@
 
 struct code_range {
 	uintptr_t lo, hi;
+	bool libc; /* libc's own code: the system-call exception (safe_point) */
 };
 
 static struct code_range unsafe[MAX_UNSAFE_RANGES];
@@ -54,7 +56,7 @@ static void (*hijack_fn)(void);
 FORK_CHILD_DATA static uint8_t *stack_top; /* NULL: unavailable; a fork child reads it */
 static uint8_t *frame_buf;		   /* HIJACK_FRAME_BYTES above the stack */
 FORK_CHILD_DATA static _Atomic bool armed; /* a fork child arms it */
-static _Atomic uint64_t st_redirects, st_refused;
+static _Atomic uint64_t st_redirects, st_refused, st_syscall_redirects;
 
 /* Read by the entry stub after the function returns: the copied frame's uc. Hidden:
  * the stub reaches it rip-relative. */
@@ -132,12 +134,17 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 	s->first = false;
 	if (!is_system_module(name) && !module_contains(info, s->own) && !allocator)
 		return 0;
+	const char *base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	bool libc = strncmp(base, "libc.so", 7) == 0;
 	for (int i = 0; i < info->dlpi_phnum && n_unsafe < MAX_UNSAFE_RANGES; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		/* Readable too: the system-call exception reads two bytes of it. */
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
 			continue;
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		unsafe[n_unsafe++] = (struct code_range){lo, lo + ph->p_memsz};
+		unsafe[n_unsafe++] =
+		    (struct code_range){lo, lo + ph->p_memsz, libc && (ph->p_flags & PF_R)};
 	}
 	return 0;
 }
@@ -210,11 +217,25 @@ static bool in_unsafe_code(uintptr_t pc)
 	return false;
 }
 
+/* async-signal-safe. pc, in libc's code, follows a syscall instruction (0f 05): the
+ * thread was interrupted as a system call returned. libc's code is never unmapped. */
+static bool after_libc_syscall(uintptr_t pc)
+{
+	for (size_t i = 0; i < n_unsafe; i++)
+		if (unsafe[i].libc && pc >= unsafe[i].lo + 2 && pc < unsafe[i].hi) {
+			const volatile uint8_t *op = (const uint8_t *)pc - 2;
+			return op[0] == 0x0f && op[1] == 0x05;
+		}
+	return false;
+}
+
+enum point { NOT_SAFE, SAFE, SAFE_AT_SYSCALL };
+
 /* async-signal-safe. pcs[0] is the interrupted pc, the others return addresses. */
-static bool safe_point(const uintptr_t *pcs, uint32_t n)
+static enum point safe_point(const uintptr_t *pcs, uint32_t n)
 {
 	if (n < 2 || pcs[n - 1] <= PC_SYNTHETIC_MAX)
-		return false; /* not a complete walk: something is unknown */
+		return NOT_SAFE; /* not a complete walk: something is unknown */
 	uint32_t i = n - 1;
 	/* The outermost frame may be the executable's _start; then the libc (and our
 	 * thread start) frames that call the application. */
@@ -225,10 +246,24 @@ static bool safe_point(const uintptr_t *pcs, uint32_t n)
 		i--;
 		root++;
 	}
-	for (uint32_t k = 0; k <= i; k++)
+	/* The system-call exception: a leaf in libc, right after its syscall instruction,
+	 * called straight from the application's code, in a process that never had a
+	 * second thread. A function of libc the application calls directly, in the
+	 * instruction after its system call, holds none of libc's locks: those that take
+	 * one (stdio, readdir, malloc's mmap, fork) make the call from an inner function,
+	 * whose caller is in libc. Single-threaded: no asynchronous cancellation can be
+	 * enabled around the call (glibc enables it in cancellable calls of processes with
+	 * threads). A program whose CPU goes to system calls (I/O in a loop) shows no other
+	 * safe point: its samples arrive as the calls return. */
+	uint32_t k = 0;
+	if (n >= 3 && i >= 1 && __libc_single_threaded && pcs[1] > PC_SYNTHETIC_MAX &&
+	    !in_unsafe_code(pcs[1]) && after_libc_syscall(pcs[0]))
+		k = 1;
+	enum point kind = k == 1 ? SAFE_AT_SYSCALL : SAFE;
+	for (; k <= i; k++)
 		if (pcs[k] <= PC_SYNTHETIC_MAX || in_unsafe_code(pcs[k]))
-			return false;
-	return true;
+			return NOT_SAFE;
+	return kind;
 }
 
 /* async-signal-safe. Size of the FPU area at fp, as the kernel wrote it. */
@@ -250,7 +285,8 @@ bool hijack_try(void *ucv, const siginfo_t *si, const uintptr_t *pcs, uint32_t n
 	ucontext_t *uc = ucv;
 	uint8_t *frame = (uint8_t *)uc - sizeof(uintptr_t); /* the restorer's address */
 	uint8_t *fp = (uint8_t *)uc->uc_mcontext.fpregs;
-	if (!safe_point(pcs, n) || pcs[0] != (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] || !fp ||
+	enum point kind = safe_point(pcs, n);
+	if (kind == NOT_SAFE || pcs[0] != (uintptr_t)uc->uc_mcontext.gregs[REG_RIP] || !fp ||
 	    (const uint8_t *)si <= (uint8_t *)uc || fp <= (const uint8_t *)si ||
 	    ((uintptr_t)fp & 63)) {
 		atomic_fetch_add_explicit(&st_refused, 1, memory_order_relaxed);
@@ -269,6 +305,8 @@ bool hijack_try(void *ucv, const siginfo_t *si, const uintptr_t *pcs, uint32_t n
 	 * disarm from normal context (the function already ran) from being undone. */
 	if (!atomic_exchange_explicit(&armed, false, memory_order_relaxed))
 		return false;
+	if (kind == SAFE_AT_SYSCALL)
+		atomic_fetch_add_explicit(&st_syscall_redirects, 1, memory_order_relaxed);
 	memcpy(dst, frame, fp_off + fp_len);
 	ucontext_t *copy = (ucontext_t *)(dst + sizeof(uintptr_t));
 	copy->uc_mcontext.fpregs = (fpregset_t)dst_fp;
@@ -288,4 +326,5 @@ void hijack_get_stats(struct hijack_stats *out)
 {
 	out->redirects = atomic_load_explicit(&st_redirects, memory_order_relaxed);
 	out->refused = atomic_load_explicit(&st_refused, memory_order_relaxed);
+	out->syscall_redirects = atomic_load_explicit(&st_syscall_redirects, memory_order_relaxed);
 }

@@ -18,7 +18,10 @@
  * may hold a lock pthread_create needs or that our function takes: libc, ld.so, the
  * vdso, the module that provides malloc, and our own library (hijack_init's own_code).
  * Interrupted there, the thread holds none of those locks, so calling pthread_create is
- * as safe as if the application had called it at that instruction.
+ * as safe as if the application had called it at that instruction. One exception, in a
+ * process that never had a second thread: a leaf in libc right after its syscall
+ * instruction, called straight from the application's code (a program whose CPU goes
+ * to system calls is sampled only as they return).
  *
  * Redirect: the handler copies the kernel's signal frame (registers, signal mask, FPU
  * and vector state) to a private buffer and points the interrupted context at an
@@ -65,6 +68,7 @@ bool hijack_try(void *ucv, const siginfo_t *si, const uintptr_t *pcs, uint32_t n
 struct hijack_stats {
 	uint64_t redirects; /* redirects that ran the function */
 	uint64_t refused;   /* samples taken while armed that were not safe points */
+	uint64_t syscall_redirects; /* of the redirects, at a system call's return in libc */
 };
 void hijack_get_stats(struct hijack_stats *out);
 

@@ -55,6 +55,8 @@ struct ddprof_diagnostics {
 	uint64_t safe_point_refusals;  /* samples offered while it waited, not safe points */
 	uint64_t boot_cfi_frames;      /* frames unwound from a module's CFI in memory,
 					* before its table was built */
+	/* Added with the system-call safe point (a leaf in libc as its call returns). */
+	uint64_t safe_point_syscall_redirects; /* of safe_point_redirects, those */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

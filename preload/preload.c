@@ -512,6 +512,7 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		hijack_get_stats(&hs);
 		d.safe_point_redirects = hs.redirects;
 		d.safe_point_refusals = hs.refused;
+		d.safe_point_syscall_redirects = hs.syscall_redirects;
 		d.boot_cfi_frames = us2.boot_cfi_steps;
 		d.uploads_ok = us.uploads_ok;
 		d.uploads_failed = us.uploads_failed;

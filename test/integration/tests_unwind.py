@@ -333,6 +333,45 @@ def test_uploader_thread_starts_at_the_first_need(ctx):
                 start - t0, total, used, 100.0 * rooted / max(tot, 1)))
 
 
+def test_syscall_bound_program_starts_its_uploader_as_a_call_returns(ctx):
+    """A single-threaded program whose CPU goes to system calls (read(2) of 16 MiB from
+    /dev/zero in a loop) is sampled as its calls return, in libc: never at a safe point
+    in its own code. A leaf right after libc's syscall instruction, called straight from
+    the program, is one too (agent/hijack.h): it starts its uploader there and uploads
+    every period instead of only at its exit."""
+    prog = os.path.join(WORKLOADS, "omitfp_threads")
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, _cpu, wall = run_profiled(
+        [prog, "0", "2.3"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1",
+                             "OMITFP_SYSCALLS": "1"})
+    check(rc == 0, "exit %d: %s" % (rc, stderr))
+    c = workload_counts(stdout)
+    check(c.get("threads_start") == 1 and c.get("threads_mid") == 2,
+          "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
+    check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
+          c.get("syscall_redirects") == 1,
+          "expected the uploader started by one redirect, as a system call returned: %r" %
+          stdout)
+    profs = dump(profile_files(out), stacks=True)
+    check(len(profs) >= 3, "%d profiles in a %.2f s run with a 1 s period" % (len(profs), wall))
+    used = float(re.search(r"cpu_seconds ([0-9.]+)", stdout).group(1))
+    ti = value_index(profs[0], "cpu-time")
+    total = sum(p["totals"][ti] for p in profs) / 1e9
+    check(abs(total / used - 1) <= 0.03, "profiles hold %.3f s of %.3f s CPU" % (total, used))
+    tot, rooted, found, outer = stack_shares(profs, ("main_thread_only",))
+    in_read = sum(st["values"][ti] for p in profs for st in p["stacks"]
+                  if st["frames"] and st["frames"][0].endswith("read"))
+    check(in_read >= 0.8 * tot, "read(2) is the leaf of %.1f%% of CPU" % (
+        100.0 * in_read / max(tot, 1)))
+    check(rooted >= 0.99 * tot and found["main_thread_only"] >= 0.95 * tot,
+          "%.1f%% of CPU rooted, %.1f%% under main_thread_only; outermost: %s" % (
+              100.0 * rooted / max(tot, 1), 100.0 * found["main_thread_only"] / max(tot, 1),
+              top_outer(outer, tot)))
+    return ("1 redirect after %d refusals; %d profiles; read(2) the leaf of %.1f%% of CPU; "
+            "%.1f%% rooted" % (c["refusals"], len(profs), 100.0 * in_read / max(tot, 1),
+                               100.0 * rooted / max(tot, 1)))
+
+
 def test_fork_child_of_an_idle_parent_builds_tables_and_stays_rooted(ctx):
     """A parent that never sampled (an idle pre-fork master) has neither its uploader
     thread nor unwind tables when it forks. Its child, computing in code without frame

@@ -7,17 +7,23 @@
  * be able to create a thread, and leave the computation exactly as it was (every
  * result compared with one computed before, errno and the signal mask kept). Samples whose stack
  * holds a libc frame below the application's (a qsort comparator) or that did not unwind completely
- * must never redirect.
+ * must never redirect. A leaf in libc right after its system call, called straight from
+ * the application (read(2) in a loop), redirects while the process never had a second
+ * thread, and never after.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "agent/hijack.h"
 #include "agent/modules.h"
@@ -67,6 +73,25 @@ static void on_safe_point(void)
 
 static uintptr_t pcs[UNWIND_MAX_DEPTH];
 static _Atomic int samples;
+static uintptr_t libc_lo, libc_hi;	    /* libc's code */
+static _Atomic int armed_libc_samples; /* samples with their leaf in libc, while armed */
+static _Atomic int libc_redirects;     /* redirects of such samples */
+
+static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	if (!info->dlpi_name || !strstr(info->dlpi_name, "libc.so"))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			libc_lo = info->dlpi_addr + ph->p_vaddr;
+			libc_hi = libc_lo + ph->p_memsz;
+		}
+	}
+	return 1;
+}
 
 static void handler(int signo, siginfo_t *si, void *ucv)
 {
@@ -82,7 +107,11 @@ static void handler(int signo, siginfo_t *si, void *ucv)
 	};
 	uint32_t n = unwind_dwarf(&regs, pcs, UNWIND_MAX_DEPTH);
 	atomic_fetch_add_explicit(&samples, 1, memory_order_relaxed);
-	hijack_try(ucv, si, pcs, n);
+	bool in_libc = pcs[0] >= libc_lo && pcs[0] < libc_hi;
+	if (in_libc && hijack_armed())
+		atomic_fetch_add_explicit(&armed_libc_samples, 1, memory_order_relaxed);
+	if (hijack_try(ucv, si, pcs, n) && in_libc)
+		atomic_fetch_add_explicit(&libc_redirects, 1, memory_order_relaxed);
 	handler_active = 0;
 	errno = saved;
 }
@@ -94,6 +123,8 @@ static void setup(void)
 	struct stack_range r;
 	ck_assert(stack_bounds_self(true, 0, &r));
 	stack_hi = r.hi;
+	dl_iterate_phdr(find_libc, NULL);
+	ck_assert(libc_hi > libc_lo);
 	ck_assert_int_eq(hijack_init(on_safe_point, NULL, NULL), 0);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -251,6 +282,68 @@ START_TEST(no_redirect_when_disarmed_or_walk_incomplete)
 }
 END_TEST
 
+static char zero_buf[4u << 20];
+
+/* read(2)s from /dev/zero until rearm_until redirects or cpu_budget seconds of CPU: the
+ * thread's CPU goes to the system calls, its samples arrive as they return. Returns how
+ * many reads came back short or with errno changed. */
+static int read_zeros(double cpu_budget)
+{
+	int fd = open("/dev/zero", O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	int bad = 0;
+	double until = cpu_seconds() + cpu_budget;
+	while (cpu_seconds() < until && atomic_load(&redirects_seen) < rearm_until) {
+		errno = 4242;
+		ssize_t got = read(fd, zero_buf, sizeof(zero_buf));
+		bad += got != (ssize_t)sizeof(zero_buf) || errno != 4242;
+	}
+	close(fd);
+	return bad;
+}
+
+START_TEST(redirect_as_a_system_call_returns)
+{
+	setup();
+	ck_assert(__libc_single_threaded);
+	rearm_until = 1;
+	ck_assert(hijack_arm());
+	ck_assert_int_eq(read_zeros(10.0), 0);
+	ck_assert_msg(atomic_load(&redirects_seen) == 1 && atomic_load(&libc_redirects) == 1,
+		      "%d redirects, %d of them in libc, in %d samples",
+		      atomic_load(&redirects_seen), atomic_load(&libc_redirects),
+		      atomic_load(&samples));
+	ck_assert_int_eq(atomic_load(&threads_made), 1);
+	ck_assert_int_eq(atomic_load(&in_handler_runs), 0);
+	ck_assert_int_eq(atomic_load(&unmasked_runs), 0);
+	struct hijack_stats st;
+	hijack_get_stats(&st);
+	ck_assert_uint_eq(st.syscall_redirects, 1);
+}
+END_TEST
+
+START_TEST(no_redirect_at_a_system_call_once_a_thread_existed)
+{
+	setup();
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, thread_body, NULL), 0);
+	pthread_join(t, NULL);
+	ck_assert(!__libc_single_threaded);
+	/* A sample in the loop's own code still redirects: re-armed each time, so that
+	 * every libc sample meets an armed redirect. */
+	rearm_until = 1000;
+	ck_assert(hijack_arm());
+	ck_assert_int_eq(read_zeros(1.0), 0);
+	ck_assert_int_eq(atomic_load(&libc_redirects), 0);
+	struct hijack_stats st;
+	hijack_get_stats(&st);
+	ck_assert_uint_eq(st.syscall_redirects, 0);
+	/* 1 s of CPU, checked at the kernel's 250 Hz tick. */
+	ck_assert_msg(atomic_load(&armed_libc_samples) >= 100, "only %d armed samples in libc",
+		      atomic_load(&armed_libc_samples));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("hijack");
@@ -259,6 +352,8 @@ int main(void)
 	tcase_add_test(tc, redirect_runs_outside_the_handler_and_resumes_exactly);
 	tcase_add_test(tc, no_redirect_below_a_libc_frame);
 	tcase_add_test(tc, no_redirect_when_disarmed_or_walk_incomplete);
+	tcase_add_test(tc, redirect_as_a_system_call_returns);
+	tcase_add_test(tc, no_redirect_at_a_system_call_once_a_thread_existed);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
 }

@@ -11,11 +11,16 @@
  * process's threads at the start, after half of the work, and at the end.
  * OMITFP_FORK_AFTER=S: the process first sleeps S seconds (no CPU, so no sample), then
  * forks, and the child does the work while the parent waits for it.
+ * OMITFP_SYSCALLS=1 (with THREADS 0): the work is system calls instead, read(2) of
+ * 16 MiB from /dev/zero in a loop, so that (almost) every sample arrives as a call
+ * returns, in libc.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,13 +93,23 @@ static int count_threads(void)
 	return n;
 }
 
-static int main_thread_only(void)
+#define READ_BYTES (16u << 20)
+
+static int main_thread_only(bool syscalls)
 {
 	int start = count_threads(), mid = -1;
 	uint64_t x = 1, acc = 0;
+	int zero = syscalls ? open("/dev/zero", O_RDONLY) : -1;
+	char *buf = syscalls ? malloc(READ_BYTES) : NULL;
+	if (syscalls && (zero < 0 || !buf))
+		return 5;
 	while (thread_cpu() < seconds) {
-		for (int i = 0; i < 32; i++)
-			acc += omitfp_outer(x++);
+		if (syscalls) {
+			acc += (uint64_t)read(zero, buf, READ_BYTES);
+		} else {
+			for (int i = 0; i < 32; i++)
+				acc += omitfp_outer(x++);
+		}
 		if (mid < 0 && thread_cpu() >= seconds / 2)
 			mid = count_threads();
 	}
@@ -109,11 +124,12 @@ static int main_thread_only(void)
 	struct ddprof_diagnostics d;
 	if (diag && diag(&d, sizeof(d)) == 0)
 		printf("uploader_started %llu redirects %llu refusals %llu boot_cfi_frames %llu "
-		       "unwind_tables %llu\n",
+		       "unwind_tables %llu syscall_redirects %llu\n",
 		       (unsigned long long)d.uploader_started,
 		       (unsigned long long)d.safe_point_redirects,
 		       (unsigned long long)d.safe_point_refusals,
-		       (unsigned long long)d.boot_cfi_frames, (unsigned long long)d.unwind_tables);
+		       (unsigned long long)d.boot_cfi_frames, (unsigned long long)d.unwind_tables,
+		       (unsigned long long)d.safe_point_syscall_redirects);
 	printf("cpu_seconds %.6f\n", ts.tv_sec + ts.tv_nsec / 1e9);
 	return 0;
 }
@@ -139,7 +155,7 @@ int main(int argc, char **argv)
 	}
 	pthread_t t[64];
 	if (threads == 0)
-		return main_thread_only();
+		return main_thread_only(getenv("OMITFP_SYSCALLS") != NULL);
 	if (threads < 1 || threads > 64)
 		return 2;
 	for (int i = 0; i < threads; i++)
