@@ -276,6 +276,19 @@ def workload_counts(stdout):
     return {k: int(v) for k, v in re.findall(r"([a-z_]+) (-?\d+)\b(?!\.)", stdout)}
 
 
+def run_single_threaded(ctx, name, seconds, extra_env=None):
+    """omitfp_threads 0 SECONDS (the main thread alone) under the agent, profiles to
+    ctx.dir/NAME every second: (output dir, stdout, its counts, wall seconds)."""
+    out = os.path.join(ctx.dir, name)
+    env = {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1"}
+    env.update(extra_env or {})
+    rc, stdout, stderr, _cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "omitfp_threads"), "0", str(seconds)], env)
+    check(rc == 0, "exit %d: %s" % (rc, stderr))
+    c = workload_counts(stdout)
+    return out, stdout, c, wall
+
+
 def test_uploader_thread_starts_at_the_first_need(ctx):
     """The profiler's thread starts at the process's first need, not in the constructor.
     A program that ends before its first sample never has it (/bin/true's start-up). A
@@ -296,12 +309,8 @@ def test_uploader_thread_starts_at_the_first_need(ctx):
     check(not profile_files(out), "profiles written for a program never sampled")
     check(c.get("uploader_started") == 0, "the uploader started in a short run: %r" % stdout)
 
-    out = os.path.join(ctx.dir, "long")
     t0 = time.time()
-    rc, stdout, stderr, cpu, wall = run_profiled(
-        [prog, "0", "2.3"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1"})
-    check(rc == 0, "exit %d: %s" % (rc, stderr))
-    c = workload_counts(stdout)
+    out, stdout, c, wall = run_single_threaded(ctx, "long", 2.3)
     check(c.get("threads_start") == 1 and c.get("threads_mid") == 2,
           "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
     check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
@@ -339,13 +348,7 @@ def test_syscall_bound_program_starts_its_uploader_as_a_call_returns(ctx):
     in its own code. A leaf right after libc's syscall instruction, called straight from
     the program, is one too (agent/hijack.h): it starts its uploader there and uploads
     every period instead of only at its exit."""
-    prog = os.path.join(WORKLOADS, "omitfp_threads")
-    out = os.path.join(ctx.dir, "out")
-    rc, stdout, stderr, _cpu, wall = run_profiled(
-        [prog, "0", "2.3"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1",
-                             "OMITFP_SYSCALLS": "1"})
-    check(rc == 0, "exit %d: %s" % (rc, stderr))
-    c = workload_counts(stdout)
+    out, stdout, c, wall = run_single_threaded(ctx, "out", 2.3, {"OMITFP_SYSCALLS": "1"})
     check(c.get("threads_start") == 1 and c.get("threads_mid") == 2,
           "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
     check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
@@ -378,13 +381,7 @@ def test_fork_child_of_an_idle_parent_builds_tables_and_stays_rooted(ctx):
     pointers, starts its own thread from a safe point (walks complete from the start-up
     modules' in-memory CFI), builds the tables, and every one of its profiles is rooted,
     the ones after its first upload included."""
-    prog = os.path.join(WORKLOADS, "omitfp_threads")
-    out = os.path.join(ctx.dir, "out")
-    rc, stdout, stderr, _cpu, _wall = run_profiled(
-        [prog, "0", "3.3"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1",
-                             "OMITFP_FORK_AFTER": "0.3"})
-    check(rc == 0, "exit %d: %s" % (rc, stderr))
-    c = workload_counts(stdout)
+    out, stdout, c, _wall = run_single_threaded(ctx, "out", 3.3, {"OMITFP_FORK_AFTER": "0.3"})
     check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
           c.get("unwind_tables", 0) >= 3,
           "the child should start its uploader from a safe point and build tables: %r" % stdout)
