@@ -27,6 +27,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "agent/syscall_wrappers.h"
 #include "agent/unwind.h"
 
 #define HIJACK_STACK_BYTES (128u * 1024u)
@@ -47,7 +48,6 @@
 
 struct code_range {
 	uintptr_t lo, hi;
-	bool libc; /* libc's own code: the system-call exception (safe_point) */
 };
 
 static struct code_range unsafe[MAX_UNSAFE_RANGES];
@@ -136,15 +136,14 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 		return 0;
 	const char *base = strrchr(name, '/');
 	base = base ? base + 1 : name;
-	bool libc = strncmp(base, "libc.so", 7) == 0;
+	if (strncmp(base, "libc.so", 7) == 0)
+		syscall_wrappers_init(info);
 	for (int i = 0; i < info->dlpi_phnum && n_unsafe < MAX_UNSAFE_RANGES; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		/* Readable too: the system-call exception reads two bytes of it. */
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
 			continue;
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		unsafe[n_unsafe++] =
-		    (struct code_range){lo, lo + ph->p_memsz, libc && (ph->p_flags & PF_R)};
+		unsafe[n_unsafe++] = (struct code_range){lo, lo + ph->p_memsz};
 	}
 	return 0;
 }
@@ -217,18 +216,6 @@ static bool in_unsafe_code(uintptr_t pc)
 	return false;
 }
 
-/* async-signal-safe. pc, in libc's code, follows a syscall instruction (0f 05): the
- * thread was interrupted as a system call returned. libc's code is never unmapped. */
-static bool after_libc_syscall(uintptr_t pc)
-{
-	for (size_t i = 0; i < n_unsafe; i++)
-		if (unsafe[i].libc && pc >= unsafe[i].lo + 2 && pc < unsafe[i].hi) {
-			const volatile uint8_t *op = (const uint8_t *)pc - 2;
-			return op[0] == 0x0f && op[1] == 0x05;
-		}
-	return false;
-}
-
 enum point { NOT_SAFE, SAFE, SAFE_AT_SYSCALL };
 
 /* async-signal-safe. pcs[0] is the interrupted pc, the others return addresses. */
@@ -246,18 +233,18 @@ static enum point safe_point(const uintptr_t *pcs, uint32_t n)
 		i--;
 		root++;
 	}
-	/* The system-call exception: a leaf in libc, right after its syscall instruction,
-	 * called straight from the application's code, in a process that never had a
-	 * second thread. A function of libc the application calls directly, in the
-	 * instruction after its system call, holds none of libc's locks: those that take
-	 * one (stdio, readdir, malloc's mmap, fork) make the call from an inner function,
-	 * whose caller is in libc. Single-threaded: no asynchronous cancellation can be
-	 * enabled around the call (glibc enables it in cancellable calls of processes with
-	 * threads). A program whose CPU goes to system calls (I/O in a loop) shows no other
-	 * safe point: its samples arrive as the calls return. */
+	/* The system-call exception: a leaf right after the syscall instruction of one of
+	 * libc's plain wrappers (read, write, poll...: agent/syscall_wrappers.h), called
+	 * straight from the application's code, in a process that never had a second
+	 * thread. There the wrapper holds no lock and has nothing left to update; libc
+	 * functions that take a lock make their calls from inner functions, whose caller
+	 * is in libc (the caller is checked, a tail call aside). Single-threaded: no
+	 * other thread can cancel this one while glibc would allow it asynchronously. A
+	 * program whose CPU goes to system calls (I/O in a loop) shows no other safe
+	 * point: its samples arrive as the calls return. */
 	uint32_t k = 0;
 	if (n >= 3 && i >= 1 && __libc_single_threaded && pcs[1] > PC_SYNTHETIC_MAX &&
-	    !in_unsafe_code(pcs[1]) && after_libc_syscall(pcs[0]))
+	    !in_unsafe_code(pcs[1]) && syscall_wrappers_after_call(pcs[0]))
 		k = 1;
 	enum point kind = k == 1 ? SAFE_AT_SYSCALL : SAFE;
 	for (; k <= i; k++)

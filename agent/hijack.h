@@ -19,9 +19,10 @@
  * vdso, the module that provides malloc, and our own library (hijack_init's own_code).
  * Interrupted there, the thread holds none of those locks, so calling pthread_create is
  * as safe as if the application had called it at that instruction. One exception, in a
- * process that never had a second thread: a leaf in libc right after its syscall
- * instruction, called straight from the application's code (a program whose CPU goes
- * to system calls is sampled only as they return).
+ * process that never had a second thread: a leaf right after the syscall instruction of
+ * one of libc's plain wrappers (read, write, poll...: agent/syscall_wrappers.h), called
+ * straight from the application's code (a program whose CPU goes to system calls is
+ * sampled only as they return).
  *
  * Redirect: the handler copies the kernel's signal frame (registers, signal mask, FPU
  * and vector state) to a private buffer and points the interrupted context at an

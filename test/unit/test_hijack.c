@@ -7,9 +7,10 @@
  * be able to create a thread, and leave the computation exactly as it was (every
  * result compared with one computed before, errno and the signal mask kept). Samples whose stack
  * holds a libc frame below the application's (a qsort comparator) or that did not unwind completely
- * must never redirect. A leaf in libc right after its system call, called straight from
- * the application (read(2) in a loop), redirects while the process never had a second
- * thread, and never after.
+ * must never redirect. A leaf right after the system call of one of libc's plain
+ * wrappers, called straight from the application (read(2) in a loop), redirects while
+ * the process never had a second thread, and never after; a call outside that list
+ * (getppid) never does.
  */
 #include <check.h>
 #include <errno.h>
@@ -41,6 +42,11 @@ static volatile sig_atomic_t handler_active;
 static _Atomic int threads_made;
 static _Atomic int threads_ran;
 static int rearm_until;
+/* The system-call tests: a redirect creates its thread only when its sample was in
+ * libc, so that an earlier one in the loop's own code (a safe point too) leaves the
+ * process single-threaded. */
+static bool threads_only_from_libc;
+static volatile sig_atomic_t redirect_was_libc;
 static timer_t timer;
 
 static void *thread_body(void *arg)
@@ -60,6 +66,11 @@ static void on_safe_point(void)
 	    !sigismember(&cur, SIGTERM))
 		atomic_fetch_add(&unmasked_runs, 1);
 	errno = EIO; /* must not leak into the interrupted code */
+	if (threads_only_from_libc && !redirect_was_libc) {
+		if (atomic_fetch_add(&redirects_seen, 1) + 1 < rearm_until)
+			hijack_arm();
+		return;
+	}
 	pthread_t t;
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -110,6 +121,7 @@ static void handler(int signo, siginfo_t *si, void *ucv)
 	bool in_libc = pcs[0] >= libc_lo && pcs[0] < libc_hi;
 	if (in_libc && hijack_armed())
 		atomic_fetch_add_explicit(&armed_libc_samples, 1, memory_order_relaxed);
+	redirect_was_libc = in_libc;
 	if (hijack_try(ucv, si, pcs, n) && in_libc)
 		atomic_fetch_add_explicit(&libc_redirects, 1, memory_order_relaxed);
 	handler_active = 0;
@@ -292,18 +304,26 @@ static int libc_redirected(void)
 	return atomic_load(&libc_redirects) > 0;
 }
 
-/* read(2)s from /dev/zero until rearm_until redirects, stop() or cpu_budget seconds of
- * CPU: the thread's CPU goes to the system calls, its samples arrive as they return.
- * Returns how many reads came back short or with errno changed. */
-static int read_zeros(double cpu_budget, int (*stop)(void))
+/* read(2)s from /dev/zero (or, getppid: calls getppid) until rearm_until redirects,
+ * stop() or cpu_budget seconds of CPU: the thread's CPU goes to the system calls, its
+ * samples arrive as they return. Returns how many reads came back short or with errno
+ * changed (a kernel that checks CPU timers at the tick queues the signal for the
+ * return: a read is not cut short). */
+static int call_loop(double cpu_budget, int (*stop)(void), bool getppid_calls)
 {
 	int fd = open("/dev/zero", O_RDONLY);
 	ck_assert_int_ge(fd, 0);
+	pid_t parent = getppid();
 	int bad = 0;
 	double until = cpu_seconds() + cpu_budget;
 	while (cpu_seconds() < until && atomic_load(&redirects_seen) < rearm_until &&
 	       !(stop && stop())) {
 		errno = 4242;
+		if (getppid_calls) {
+			for (int i = 0; i < 1000; i++)
+				bad += getppid() != parent;
+			continue;
+		}
 		ssize_t got = read(fd, zero_buf, sizeof(zero_buf));
 		bad += got != (ssize_t)sizeof(zero_buf) || errno != 4242;
 	}
@@ -315,15 +335,16 @@ START_TEST(redirect_as_a_system_call_returns)
 {
 	setup();
 	ck_assert(__libc_single_threaded);
-	/* A sample in the loop's own code may come first (a safe point too): re-armed
-	 * until one lands in libc. */
+	/* A sample in the loop's own code may come first (a safe point too): re-armed,
+	 * without a thread, until one lands in libc. */
 	rearm_until = 1000;
+	threads_only_from_libc = true;
 	ck_assert(hijack_arm());
-	ck_assert_int_eq(read_zeros(10.0, libc_redirected), 0);
+	ck_assert_int_eq(call_loop(10.0, libc_redirected, false), 0);
 	ck_assert_msg(atomic_load(&libc_redirects) == 1, "%d redirects, %d of them in libc, in %d samples",
 		      atomic_load(&redirects_seen), atomic_load(&libc_redirects),
 		      atomic_load(&samples));
-	ck_assert_int_eq(atomic_load(&threads_made), atomic_load(&redirects_seen));
+	ck_assert_int_eq(atomic_load(&threads_made), 1);
 	ck_assert_int_eq(atomic_load(&in_handler_runs), 0);
 	ck_assert_int_eq(atomic_load(&unmasked_runs), 0);
 	struct hijack_stats st;
@@ -343,12 +364,28 @@ START_TEST(no_redirect_at_a_system_call_once_a_thread_existed)
 	 * every libc sample meets an armed redirect. */
 	rearm_until = 1000;
 	ck_assert(hijack_arm());
-	ck_assert_int_eq(read_zeros(1.0, NULL), 0);
+	ck_assert_int_eq(call_loop(1.0, NULL, false), 0);
 	ck_assert_int_eq(atomic_load(&libc_redirects), 0);
 	struct hijack_stats st;
 	hijack_get_stats(&st);
 	ck_assert_uint_eq(st.syscall_redirects, 0);
 	/* 1 s of CPU, checked at the kernel's 250 Hz tick. */
+	ck_assert_msg(atomic_load(&armed_libc_samples) >= 100, "only %d armed samples in libc",
+		      atomic_load(&armed_libc_samples));
+}
+END_TEST
+
+/* getppid is a system call libc wraps, but not one of the listed I/O wrappers. */
+START_TEST(no_redirect_at_a_system_call_outside_the_list)
+{
+	setup();
+	ck_assert(__libc_single_threaded);
+	rearm_until = 1000;
+	threads_only_from_libc = true;
+	ck_assert(hijack_arm());
+	ck_assert_int_eq(call_loop(1.0, NULL, true), 0);
+	ck_assert_int_eq(atomic_load(&libc_redirects), 0);
+	ck_assert(__libc_single_threaded);
 	ck_assert_msg(atomic_load(&armed_libc_samples) >= 100, "only %d armed samples in libc",
 		      atomic_load(&armed_libc_samples));
 }
@@ -364,6 +401,7 @@ int main(void)
 	tcase_add_test(tc, no_redirect_when_disarmed_or_walk_incomplete);
 	tcase_add_test(tc, redirect_as_a_system_call_returns);
 	tcase_add_test(tc, no_redirect_at_a_system_call_once_a_thread_existed);
+	tcase_add_test(tc, no_redirect_at_a_system_call_outside_the_list);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
 }
