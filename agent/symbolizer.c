@@ -406,6 +406,7 @@ static void module_symbols(struct symbolizer *s, struct module *m)
 	if (m->symbols_read)
 		return;
 	m->symbols_read = true;
+	s->st.tables_read++;
 	struct sym_dwarf *dw = module_dwarf(s, m);
 	int rc = dw ? sym_dwarf_read_symbols(dw, &m->syms) : -ENOENT;
 	if (rc < 0 && dw)
@@ -508,6 +509,17 @@ size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_addr
 	if (n)
 		memcpy(out, fr, n * sizeof(*out));
 	return n;
+}
+
+int symbolizer_warm(struct symbolizer *s, uintptr_t pc)
+{
+	int idx = symbolizer_find_mapping(s, pc);
+	struct module *m = idx < 0 ? NULL : s->maps[idx].mod;
+	if (!m)
+		return -ENOENT;
+	bool read_before = m->symbols_read;
+	module_symbols(s, m);
+	return read_before ? 0 : 1;
 }
 
 const char *symbolizer_function(struct symbolizer *s, uintptr_t pc, bool is_return_address)

@@ -55,6 +55,7 @@ struct symbolizer_stats {
 	uint64_t dwfl_sessions_ended; /* idle libdwfl sessions ended */
 	uint64_t resolve_cpu_ns;      /* uploader CPU time spent resolving misses */
 	uint64_t resolve_wall_ns;     /* ... and wall time (includes waiting for a core) */
+	uint64_t tables_read;	      /* module symbol tables read (once per module file) */
 	size_t cache_entries;	      /* pcs cached now */
 	size_t cache_bytes;	      /* bytes of the pc caches now */
 	bool libdw;		      /* libdw was loaded */
@@ -110,6 +111,17 @@ int symbolizer_mapping_debug_info(const struct symbolizer *s, int idx);
  */
 size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
 			 struct sym_frame *out, size_t max);
+
+/*
+ * Reads the symbol table of the module holding pc now, as its first miss would, without
+ * looking anything up (nothing is cached, no DWARF is read for lines). For the code a
+ * forking process's children run: a child adopts its parent's symbolizer, and one that
+ * exits after a few samples then names them without reading a table (libc's, with its
+ * debug file, is 13k symbols: milliseconds added to each sampled child's exit).
+ * Returns 1 when the table was read now, 0 when it had been, -ENOENT when no module
+ * file holds pc.
+ */
+int symbolizer_warm(struct symbolizer *s, uintptr_t pc);
 
 /* Name of the function holding pc (the last of its frames), or NULL. Same lifetime. */
 const char *symbolizer_function(struct symbolizer *s, uintptr_t pc, bool is_return_address);

@@ -430,14 +430,17 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	b.st.sym_cached = s1.cache_hits - s0.cache_hits;
 	b.st.sym_resolved = (s1.lookups - s0.lookups) - b.st.sym_cached;
 	b.st.sym_resolve_cpu_ns = s1.resolve_cpu_ns - s0.resolve_cpu_ns;
+	b.st.sym_tables_read = s1.tables_read - s0.tables_read;
 	b.st.sym_bytes = symbolizer_bytes(sym);
 	b.st.sym_cache_bytes = s1.cache_bytes;
-	log_debug("pprof: %zu locations symbolized in %.3f ms: %llu pcs resolved (%s, %.3f ms "
-		  "CPU), %llu cached; symbolizer %zu bytes, pc cache %zu bytes",
-		  b.st.locations, (double)b.st.symbolize_ns / 1e6,
-		  (unsigned long long)b.st.sym_resolved, s1.libdw ? "libdw" : "ELF symbols only",
-		  (double)b.st.sym_resolve_cpu_ns / 1e6, (unsigned long long)b.st.sym_cached,
-		  b.st.sym_bytes, b.st.sym_cache_bytes);
+	log_debug(
+	    "pprof: pid %d: %zu locations symbolized in %.3f ms: %llu pcs resolved (%s, %.3f ms "
+	    "CPU, %llu symbol tables read), %llu cached; symbolizer %zu bytes, pc cache %zu "
+	    "bytes",
+	    (int)meta->pid, b.st.locations, (double)b.st.symbolize_ns / 1e6,
+	    (unsigned long long)b.st.sym_resolved, s1.libdw ? "libdw" : "ELF symbols only",
+	    (double)b.st.sym_resolve_cpu_ns / 1e6, (unsigned long long)b.st.sym_tables_read,
+	    (unsigned long long)b.st.sym_cached, b.st.sym_bytes, b.st.sym_cache_bytes);
 	if (stats)
 		*stats = b.st;
 	pb_free(&body);

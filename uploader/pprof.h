@@ -45,6 +45,7 @@ struct pprof_stats {
 	 * resolved (ELF/DWARF work) and pcs its cache answered; then its total size. */
 	uint64_t symbolize_ns, sym_resolved, sym_cached;
 	uint64_t sym_resolve_cpu_ns; /* uploader CPU time of the resolved pcs */
+	uint64_t sym_tables_read;    /* module symbol tables read for this profile */
 	size_t sym_bytes, sym_cache_bytes;
 };
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -69,6 +70,9 @@ struct control {
 	uint64_t flush_completed;
 	bool modules_kick; /* modules_service has work (agent/modules.h) */
 	bool threads_kick; /* threads_service has work (agent/threads.h) */
+	bool warm_asked;   /* this process forked: its first fork asked for warm_for_children */
+	bool warm_kick;	   /* ... and the thread has not done it yet */
+	bool warming;	   /* the thread is in warm_for_children (lock released) */
 };
 
 /* What one uploader thread owns (on its stack). */
@@ -277,7 +281,8 @@ static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		 * command): names without lines, so that its exit does not wait ~50 ms for
 		 * DWARF (agent/symbolizer.h). */
 		symbolizer_set_names_only(ctx->sym, final && export_seq == 0 &&
-							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) < NAMES_ONLY_BELOW_NS);
+							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) <
+							    NAMES_ONLY_BELOW_NS);
 		note_unloaded_modules(ctx->sym);
 		threads_refresh_names();
 		struct pprof_stats ps;
@@ -387,6 +392,40 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/*
+ * Uploader thread, after the process's first fork: reads the symbol tables of the code
+ * every fork child runs (the program, libc, the dynamic loader: its fork return, its
+ * exit, lazy binding; this library's fork and exit handlers; the vdso's clocks) into the
+ * symbolizer the children adopt (see live_sym). A child
+ * sampled before it exits (a short command, a worker that fails at once) then names its
+ * pcs without reading them: its exit took 7.5 ms instead of 0.7 ms without the agent,
+ * 3.2 ms with an adopted symbolizer (libc6-dbg installed: libc's table is 13k symbols
+ * from the debug file). The parent would read them at its first upload anyway; this
+ * only moves that earlier. Its DWARF is given back at once, as after an upload.
+ */
+/* The dynamic loader's (x86-64 psABI): a pc of its code without a lookup. */
+extern void *__tls_get_addr(void *);
+
+static void warm_for_children(struct upload_ctx *ctx)
+{
+	if (!ctx->sym) {
+		ctx->sym = symbolizer_new();
+		if (!ctx->sym)
+			return; /* the first profile with samples tries again, and counts it */
+		live_sym = ctx->sym;
+	}
+	if (symbolizer_refresh(ctx->sym) < 0)
+		return;
+	const uintptr_t code[] = {(uintptr_t)getauxval(AT_ENTRY), (uintptr_t)&exit,
+				  (uintptr_t)&__tls_get_addr, (uintptr_t)&warm_for_children,
+				  (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
+	int read = 0;
+	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++)
+		read += symbolizer_warm(ctx->sym, code[i]) > 0;
+	symbolizer_release_dwarf(ctx->sym);
+	log_debug("forked: %d symbol tables read for the children", read);
+}
+
 static void *uploader_main(void *arg)
 {
 	(void)arg;
@@ -435,6 +474,17 @@ static void *uploader_main(void *arg)
 				pthread_mutex_unlock(ctl.lock);
 				modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
 				pthread_mutex_lock(ctl.lock);
+				continue;
+			}
+			if (ctl.warm_kick) {
+				ctl.warm_kick = false;
+				/* A fork meanwhile must not adopt a symbolizer mid-update.
+				 * Not cycling: an exit with nothing sampled need not wait. */
+				ctl.warming = true;
+				pthread_mutex_unlock(ctl.lock);
+				warm_for_children(&ctx);
+				pthread_mutex_lock(ctl.lock);
+				ctl.warming = false;
 				continue;
 			}
 			if (ctl.threads_kick || t >= threads_next || threads_service_wanted()) {
@@ -688,6 +738,14 @@ void uploader_atfork_prepare(void)
 
 void uploader_atfork_parent(void)
 {
+	/* The first fork: this process has children, whose exit names what they sampled
+	 * with the symbolizer they adopt from it (warm_for_children). The thread, when it
+	 * runs, readies it; every later fork only reads the flag. */
+	if (!ctl.warm_asked) {
+		ctl.warm_asked = true;
+		ctl.warm_kick = true;
+		pthread_cond_broadcast(&ctl.cond);
+	}
 	pthread_mutex_unlock(ctl.lock);
 }
 
@@ -695,7 +753,7 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 {
 	bool was_running = uploader_wanted && !ctl.stop;
 	forked = true;
-	inherited_sym = ctl.cycling ? NULL : live_sym;
+	inherited_sym = ctl.cycling || ctl.warming ? NULL : live_sym;
 	if (!inherited_sym)
 		dw_api_forget_sessions(); /* they were the parent thread's */
 	/* Fresh control block: the old one's lock is held by this thread (prepare) and

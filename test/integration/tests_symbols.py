@@ -10,8 +10,9 @@ from itest import (PYTHON, ROOT, WORKLOADS, app_total, check, dump, go_pprof_top
 
 INLINE_SRC = os.path.join(ROOT, "test", "workloads", "inline_hot.c")
 SYMBOLIZE_RE = re.compile(
-    r"pprof: (\d+) locations symbolized in ([0-9.]+) ms: (\d+) pcs resolved \(([^,]*), "
-    r"([0-9.]+) ms CPU\), (\d+) cached; symbolizer (\d+) bytes, pc cache (\d+) bytes")
+    r"pprof: pid \d+: (\d+) locations symbolized in ([0-9.]+) ms: (\d+) pcs resolved "
+    r"\(([^,]*), ([0-9.]+) ms CPU, \d+ symbol tables read\), (\d+) cached; symbolizer (\d+) "
+    r"bytes, pc cache (\d+) bytes")
 PY_LOOP = """import sys, time
 def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)

@@ -547,6 +547,35 @@ START_TEST(test_names_only_mode_names_without_lines)
 }
 END_TEST
 
+START_TEST(test_warm_reads_a_table_once_then_lookups_read_none)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	void *libc_fn = dlsym(libc, "pthread_create");
+	dlclose(libc);
+	struct symbolizer_stats st0, st;
+	symbolizer_get_stats(sym, &st0);
+	ck_assert_int_eq(symbolizer_warm(sym, (uintptr_t)libc_fn), 1);
+	symbolizer_get_stats(sym, &st);
+	ck_assert_uint_eq(st.tables_read, st0.tables_read + 1);
+	/* Nothing looked up or cached: only the table. */
+	ck_assert_uint_eq(st.lookups, st0.lookups);
+	ck_assert_uint_eq(st.cache_entries, st0.cache_entries);
+	ck_assert_int_eq(symbolizer_warm(sym, (uintptr_t)libc_fn + 16), 0);
+	void *heap = malloc(64);
+	ck_assert_int_eq(symbolizer_warm(sym, (uintptr_t)heap), -ENOENT);
+	free(heap);
+	/* A names-only miss in the warmed module (a fork child's exit) reads no table. */
+	symbolizer_set_names_only(sym, true);
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	size_t n = frames_of((uintptr_t)libc_fn, false, fr);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(fr[0].function, "pthread_create");
+	symbolizer_get_stats(sym, &st);
+	ck_assert_uint_eq(st.tables_read, st0.tables_read + 1);
+	ck_assert_uint_eq(st.lookups, st0.lookups + 1);
+}
+END_TEST
+
 /* Whether libdw is mapped (the probe's own reference is dropped again). */
 static bool libdw_loaded(void)
 {
@@ -728,6 +757,7 @@ int main(void)
 	tcase_add_test(tc, test_entry_rule_without_libdw);
 	tcase_add_test(tc, test_malformed_files_do_not_crash);
 	tcase_add_test(tc, test_names_only_mode_names_without_lines);
+	tcase_add_test(tc, test_warm_reads_a_table_once_then_lookups_read_none);
 	tcase_add_test(tc, test_small_compressed_dwarf_gives_lines);
 	tcase_add_test(tc, test_release_unloads_libdw_and_a_miss_loads_it_again);
 	suite_add_tcase(s, tc);
