@@ -363,24 +363,31 @@ def spawn_section(sp):
            "A thread burns CPU meanwhile, so the "
            "profiler is sampling. Default rates (libddprof 99 Hz, gperftools 100 Hz). "
            "Median over %d rounds of with/without pairs (threads: %d, its runs are "
-           "short and its ratio swings most; the two fork cases: %d). A run that has not finished "
-           "after a time limit is killed and counted as hung, and its pair is left out. "
+           "short and its ratio swings most; the two fork cases: %d: one fork pair's ratio "
+           "varies by 0.1-0.15 on these machines). `95%% CI`: the median ratio's confidence "
+           "interval (order statistics of the pairs); a verdict marked *noise* would flip "
+           "within it. A run that has not finished "
+           "after a time limit is killed and counted as hung, and its pair is left out; "
+           "a profiler whose first 3 runs of a case all hang is not run again in it. "
            "Targets (libddprof): threads >= 0.9, fork >= 0.8, fork_storm >= 0.7."
            % (sp["threads"], sp["forks"], sp["storm"], sp["rounds"],
               max([r.get("pairs", 0) for r in sp["rows"] if r["case"] == "threads"] or [0]),
               max([r.get("pairs", 0) for r in sp["rows"] if r["case"] == "fork_after_upload"]
                   or [0])),
            "",
-           "| case | profiler | rate | without | ratio | hung | target |",
-           "|---|---|---|---|---|---|---|"]
+           "| case | profiler | rate | without | ratio | 95% CI | hung | target |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in sp["rows"]:
         ok = None
         if r["profiler"] == "libddprof" and r["ratio"] is not None:
             ok = r["ratio"] >= targets[r["case"]]
-        out.append("| %s | %s | %s | %s | %s | %d | %s |" % (
+        ci = r.get("ratio_ci")
+        noise = ok is not None and ci and ci[0] <= targets[r["case"]] < ci[1]
+        out.append("| %s | %s | %s | %s | %s | %s | %d | %s |" % (
             names[r["case"]], r["profiler"], fmt(r["rate"], "%.0f"), fmt(r["base_rate"], "%.0f"),
-            fmt(r["ratio"]), r.get("hung", 0),
-            verdict(ok) if r["profiler"] == "libddprof" else ""))
+            fmt(r["ratio"]), ci_text(ci), r.get("hung", 0),
+            (verdict(ok) + (" (*noise*)" if noise else "")) if r["profiler"] == "libddprof"
+            else ""))
     return "\n".join(out) + "\n"
 
 
@@ -562,7 +569,9 @@ def summary_section(res, ov):
             rows.append(({"threads": "thread create+join",
                           "fork_storm": "fork_storm (children malloc, write, exit)",
                           "fork_after_upload": "fork+exit+wait, after an upload"}.get(
-                              r["case"], "fork+exit+wait"), fmt(r["ratio"]), ">= %.1f" % lim,
+                              r["case"], "fork+exit+wait"),
+                         fmt(r["ratio"]) + (" (CI %s)" % ci_text(r["ratio_ci"])
+                                            if r.get("ratio_ci") else ""), ">= %.1f" % lim,
                          verdict(None if r["ratio"] is None else r["ratio"] >= lim)))
     st = load(res, "startup.json")
     if st:
