@@ -118,8 +118,8 @@ size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_addr
  * forking process's children run: a child adopts its parent's symbolizer, and one that
  * exits after a few samples then names them without reading a table (libc's, with its
  * debug file, is 13k symbols: milliseconds added to each sampled child's exit).
- * Returns 1 when the table was read now, 0 when it had been, -ENOENT when no module
- * file holds pc.
+ * Returns 1 when the table was read now (or found unreadable: it is not tried again),
+ * 0 when it had been, -ENOENT when no module file holds pc.
  */
 int symbolizer_warm(struct symbolizer *s, uintptr_t pc);
 

@@ -108,6 +108,9 @@ FORK_CHILD_DATA static uint64_t export_seq;
 /* CLOCK_MONOTONIC time at which the thread must give up on HTTP (exit flush); 0 = none.
  * Set by uploader_stop, read by http_send_all between polls. */
 FORK_CHILD_DATA static _Atomic uint64_t exit_abort_ns;
+/* The process is exiting (stop_thread): warm_for_children gives up between modules.
+ * Relaxed: a hint, read without the lock by the thread while it warms. */
+FORK_CHILD_DATA static _Atomic bool exiting;
 static bool curl_atexit_registered;
 /* This process is to have an uploader thread (uploader_start made one): a fork child
  * inherits the wish, not the thread. */
@@ -185,6 +188,10 @@ FORK_CHILD_PATH static void control_init(void)
 	ctl.flush_requested = ctl.flush_completed = 0;
 	ctl.modules_kick = false;
 	ctl.threads_kick = false;
+	/* A child warms at its own first fork (if it did not adopt a warmed symbolizer, its
+	 * thread reads what its children need then): nothing of the parent's request. */
+	ctl.warm_asked = ctl.warm_kick = ctl.warming = false;
+	atomic_store_explicit(&exiting, false, memory_order_relaxed);
 }
 
 static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 16])
@@ -420,10 +427,13 @@ static void warm_for_children(struct upload_ctx *ctx)
 				  (uintptr_t)&__tls_get_addr, (uintptr_t)&warm_for_children,
 				  (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
 	int read = 0;
-	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++)
+	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++) {
+		if (atomic_load_explicit(&exiting, memory_order_relaxed))
+			break; /* the exit needs its time: its final profile reads what it needs */
 		read += symbolizer_warm(ctx->sym, code[i]) > 0;
+	}
 	symbolizer_release_dwarf(ctx->sym);
-	log_debug("forked: %d symbol tables read for the children", read);
+	log_debug("forked: pid %d: %d symbol tables read for the children", (int)getpid(), read);
 }
 
 static void *uploader_main(void *arg)
@@ -649,6 +659,7 @@ static bool flushed(uint64_t gen)
 /* The thread is told to stop, and waited for when it has a final profile to send. */
 FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 {
+	atomic_store_explicit(&exiting, true, memory_order_relaxed);
 	pthread_mutex_lock(ctl.lock);
 	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles)) {
 		/* Nothing sampled since the last upload and nothing in flight: no final

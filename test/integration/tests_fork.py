@@ -192,14 +192,18 @@ def test_sampled_fork_children_adopt_the_parents_symbol_tables(ctx):
         [os.path.join(WORKLOADS, "fork_sampled"), "0.3", "6", "0.05", "0.1"],
         {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "200",
          "DD_PROFILING_LOG_LEVEL": "debug"})
-    m = re.search(r"pids (\S+) exit_ms (\S+)", stdout)
+    m = re.search(r"parent (\d+) pids (\S+) exit_ms (\S+)", stdout)
     check(rc == 0 and m, "fork_sampled exit %d printed %r: %s" % (rc, stdout, stderr[-500:]))
-    pids = [int(p) for p in m.group(1).split(",")]
-    exit_ms = [float(x) for x in m.group(2).split(",")]
-    w = re.search(r"forked: (\d+) symbol tables read for the children", stderr)
-    check(w and int(w.group(1)) >= 3,
+    parent = int(m.group(1))
+    pids = [int(p) for p in m.group(2).split(",")]
+    exit_ms = [float(x) for x in m.group(3).split(",")]
+    warmed = {int(p): int(n) for p, n in
+              re.findall(r"forked: pid (\d+): (\d+) symbol tables read for the children", stderr)}
+    check(warmed.get(parent, 0) >= 3,
           "the parent did not read its children's symbol tables after its first fork: %s"
-          % (w.group(0) if w else stderr[-1000:]))
+          % warmed)
+    check(set(warmed) == {parent}, "children that never fork read tables for children: %s"
+          % warmed)
     read = {int(p): int(n) for p, n in
             re.findall(r"pprof: pid (\d+): .*?, (\d+) symbol tables read\)", stderr)}
     by_pid = files_by_pid(out)

@@ -4,8 +4,8 @@
  * usage: fork_sampled WARMUP_S CHILDREN CHILD_S GAP_S
  * The parent burns WARMUP_S of CPU (a profiler has started its thread by then), then
  * forks CHILDREN children one at a time: each burns CHILD_S of CPU in child_work and
- * calls exit(0); the parent waits for it, then sleeps GAP_S. Prints "pids P,P,...
- * exit_ms E,E,...": E, each child's exit (from its exit call to the parent's wait
+ * calls exit(0); the parent waits for it, then sleeps GAP_S. Prints "parent P pids
+ * P,P,... exit_ms E,E,...": E, each child's exit (from its exit call to the parent's wait
  * returning, in ms: what a profiler's exit work adds to a short child).
  */
 #include <stdio.h>
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
 		struct timespec ts = {(time_t)gap, (long)((gap - (double)(time_t)gap) * 1e9)};
 		nanosleep(&ts, NULL);
 	}
-	printf("pids ");
+	printf("parent %d pids ", (int)getpid());
 	for (int i = 0; i < n; i++)
 		printf("%s%d", i ? "," : "", (int)pids[i]);
 	printf(" exit_ms ");
