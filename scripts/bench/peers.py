@@ -198,12 +198,12 @@ def paired(cands, rounds, measure):
     Returns {cand.name: [(base, cand) ...]}."""
     base = Profiler("none")
     pairs = {c.name: [] for c in cands}
+    hung = {c.name: 0 for c in cands}  # in this call (HUNG counts per benchmark)
     for _ in range(rounds):
-        # A candidate that hung in each of its first GIVE_UP_AFTER runs of a benchmark
-        # (gperftools in the fork cases, every time here) is not run again in it: each
-        # hang costs the time limit.
-        order = [c for c in cands
-                 if pairs[c.name] or HUNG.get(c.name, 0) < GIVE_UP_AFTER]
+        # A candidate that hung in each of its first GIVE_UP_AFTER runs here (gperftools
+        # in the fork cases, every time on these machines) is not run again: each hang
+        # costs the time limit.
+        order = [c for c in cands if pairs[c.name] or hung[c.name] < GIVE_UP_AFTER]
         random.shuffle(order)
         for c in order:
             try:
@@ -217,7 +217,8 @@ def paired(cands, rounds, measure):
             except Hung as e:
                 print("  %s (killed, pair left out)" % e)
                 HUNG[c.name] = HUNG.get(c.name, 0) + 1
-                if not pairs[c.name] and HUNG[c.name] == GIVE_UP_AFTER:
+                hung[c.name] += 1
+                if not pairs[c.name] and hung[c.name] == GIVE_UP_AFTER:
                     print("  %s hung in each of its %d runs: not run again here"
                           % (c.name, GIVE_UP_AFTER))
             c.cleanup()
