@@ -312,3 +312,29 @@ def test_threads_started_before_the_agent_are_sampled(ctx):
     check(callers >= 0.95 * burn, "its stacks lost their caller (%.1f%% with early_main)"
           % (100.0 * callers / burn))
     return "early_burn=%.2fs" % (burn / 1e9)
+
+
+def test_small_default_thread_stacks_leave_the_profiler_thread_its_own(ctx):
+    """An application may make every new thread's stack small
+    (pthread_setattr_default_np, 64 KiB here) before its first pthread_create, which is
+    when the profiler's thread starts. That thread still gets its own 8 MiB: libdw's
+    symbolization and the TLS library run on it. With the default size it overflowed
+    and the application died of SIGSEGV at exit. The profile names the work."""
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, cpu, _wall = run_profiled(
+        [os.path.join(WORKLOADS, "small_stacks"), "1.0"], {"DD_PROFILING_OUTPUT_DIR": out})
+    check(rc == 0 and cpu, "small_stacks exit %d printed %r: %s" % (rc, stdout, stderr[-300:]))
+    m = re.search(r"uploader_stack_below_sp_kb (-?\d+)", stdout)
+    below_kb = int(m.group(1)) if m else -1
+    check(below_kb >= 4096, "the profiler's thread has %d KiB of stack below its waiting "
+          "stack pointer (the application's default is 64 KiB)" % below_kb)
+    profs = dump(profile_files(out))
+    ti = value_index(profs[0], "cpu-time")
+    total = app_total(profs, ti)
+    work = sum(p["functions"].get("small_stack_work", {"self": [0, 0]})["self"][ti]
+               for p in profs)
+    check(abs(total / 1e9 / cpu - 1) <= 0.05 and work >= 0.9 * total,
+          "profiles hold %.3f s of %.3f s CPU, %.0f%% in small_stack_work"
+          % (total / 1e9, cpu, 100.0 * work / max(total, 1)))
+    return "%d KiB below the profiler thread's sp; %.3f s of %.3f s CPU, %.0f%% in " \
+        "small_stack_work" % (below_kb, total / 1e9, cpu, 100.0 * work / total)
