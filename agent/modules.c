@@ -592,11 +592,15 @@ int modules_start(modules_thread_create_fn create)
  * not run inside the writer side of the grace scheme. */
 static int start_own_thread(modules_thread_create_fn create)
 {
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, PROFILER_THREAD_STACK_BYTES);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = create(&ctl_thread, NULL, modules_thread, NULL);
+	int rc = create(&ctl_thread, &attr, modules_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
 	if (rc != 0) {
 		pthread_mutex_lock(&ctl_lock);
 		ctl_running = false;

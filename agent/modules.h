@@ -59,6 +59,11 @@ const struct module_entry *module_map_find(const struct module_map *m, uintptr_t
 typedef int (*modules_thread_create_fn)(pthread_t *t, const pthread_attr_t *attr,
 					void *(*fn)(void *), void *arg);
 
+/* The stack every profiler thread is created with (reserved, it touches tens of KiB):
+ * not the application's default, which it may have made small
+ * (pthread_setattr_default_np), while libelf, libdw and the TLS library run on ours. */
+#define PROFILER_THREAD_STACK_BYTES (8u << 20)
+
 /* Publishes an empty map. Normal context, before any handler can run. */
 void modules_init(void);
 

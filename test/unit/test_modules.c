@@ -268,6 +268,41 @@ START_TEST(hosted_service_builds_tables_and_follows_dlopen)
 }
 END_TEST
 
+/* The stack size the module thread was created with, and the real pthread_create. */
+static size_t created_stack;
+
+static int recording_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
+{
+	created_stack = 0;
+	if (a)
+		pthread_attr_getstacksize(a, &created_stack);
+	return pthread_create(t, a, fn, arg);
+}
+
+/* An application may make every new thread's stack small before our thread starts
+ * (pthread_setattr_default_np); our own module thread (no host: the uploader thread
+ * failed to start) still gets PROFILER_THREAD_STACK_BYTES, and builds its tables on it. */
+START_TEST(own_thread_keeps_its_stack_when_the_default_is_small)
+{
+	pthread_attr_t small;
+	pthread_attr_init(&small);
+	ck_assert_int_eq(pthread_attr_setstacksize(&small, 64 * 1024), 0);
+	ck_assert_int_eq(pthread_setattr_default_np(&small), 0);
+	pthread_attr_destroy(&small);
+	modules_init();
+	modules_set_host(NULL);
+	ck_assert_int_eq(modules_start(recording_create), 0);
+	ck_assert_uint_ge(created_stack, PROFILER_THREAD_STACK_BYTES);
+	ck_assert_int_eq(modules_wait_ready(5000000000ULL), 0);
+	unsigned slot;
+	const struct module_map *m = modules_enter(&slot);
+	const struct module_entry *e = module_map_find(m, (uintptr_t)&memcpy);
+	ck_assert(e && e->table);
+	modules_exit(slot);
+	modules_stop();
+}
+END_TEST
+
 static Suite *modules_suite(void)
 {
 	Suite *s = suite_create("modules");
@@ -277,6 +312,7 @@ static Suite *modules_suite(void)
 	tcase_add_test(tc, unloaded_library_is_retired);
 	tcase_add_test(tc, publication_under_concurrent_readers);
 	tcase_add_test(tc, hosted_service_builds_tables_and_follows_dlopen);
+	tcase_add_test(tc, own_thread_keeps_its_stack_when_the_default_is_small);
 	suite_add_tcase(s, tc);
 	return s;
 }
