@@ -129,13 +129,13 @@ $(BUILD)/pprof-dump: test/tools/pprof_dump.c $(TOOL_LIB_OBJS)
 	@$(CC) $(BASE_CFLAGS) $^ -o $@ -lz
 
 # Workloads keep frame pointers so the frame-pointer unwinder sees whole stacks.
-$(BUILD)/workloads/%: test/workloads/%.c
+$(BUILD)/workloads/%: test/workloads/%.c preload/ddprof.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-shrink-wrap -fno-optimize-sibling-calls -pthread -Wall -Werror $< -o $@ -lm
 
 # What most distribution binaries look like: no frame pointers, CFI only.
-$(BUILD)/workloads/omitfp_threads: test/workloads/omitfp_threads.c
+$(BUILD)/workloads/omitfp_threads: test/workloads/omitfp_threads.c preload/ddprof.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) -O2 -g -fomit-frame-pointer -pthread -Wall -Werror $< -o $@ -ldl
@@ -166,10 +166,10 @@ TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c agent/reg
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table.c \
 	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c agent/elf_image.c \
-	agent/sampler.c agent/stack_bounds.c agent/stack_ranges.c agent/hijack.c \
+	agent/sampler.c agent/stack_bounds.c agent/stack_ranges.c \
 	agent/unwind_dwarf.c agent/thread_start.c agent/threads.c common/hashmap.c \
 	agent/cfi_cache.c common/fs_util.c agent/boot_cfi.c agent/cfi_lookup.c agent/cfi_decode.c \
-	agent/syscall_wrappers.c
+	agent/app_signals.c agent/sandbox.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
 	@set -e; for t in $(TSAN_TESTS); do \

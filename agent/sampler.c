@@ -8,9 +8,8 @@
  * The handler's whole path: check the sender is one of our timers, read registers from
  * the ucontext, unwind within the thread's stack, weigh the sample by the timer's
  * overrun count (the kernel checks CPU timers at tick rate, 250 Hz here, so a 1 kHz
- * timer fires every 4 ms with si_overrun = 3), and record it. In a process still
- * without its uploader thread, the sample is then offered to hijack_try, which may
- * redirect the thread to start it at a safe point (agent/hijack.h).
+ * timer fires every 4 ms with si_overrun = 3), and record it. Nothing else: the
+ * handler never runs foreign code on the interrupted thread.
  */
 #include "sampler.h"
 #include "agent/fork_local.h"
@@ -25,7 +24,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent/hijack.h"
+#include "agent/app_signals.h"
+#include "agent/sandbox.h"
 #include "agent/stack_bounds.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -70,6 +70,9 @@ FORK_CHILD_DATA static _Atomic bool sampler_enabled;
  * only thread (relaxed).
  */
 FORK_CHILD_DATA static _Atomic uint32_t fork_gen;
+/* The tid of a fork child's only thread (the forking one, whose state is stale until
+ * tls_reset), read by its fork handler: the sampling handler needs no system call. */
+FORK_CHILD_DATA static pid_t fork_child_tid;
 /* An exact thread (sampler_thread_armed) armed since the process began or forked: until
  * then no thread has an end account, and exit need not look at its own state. */
 FORK_CHILD_DATA static _Atomic bool exact_armed;
@@ -78,7 +81,9 @@ FORK_CHILD_DATA static _Atomic bool exact_armed;
  * armed with whole-period weights (not exact), nothing sampled. */
 FORK_CHILD_PATH static void tls_reset(struct thread_state *ts, uint32_t g)
 {
-	ts->tid = 0;
+	/* The only thread a fork child starts with is the forking one; a thread created
+	 * later sets its own tid right after this (sampler_thread_setup). */
+	ts->tid = fork_child_tid;
 	ts->sampled = false;
 	ts->exact = false;
 	ts->ended = false;
@@ -136,6 +141,16 @@ FORK_CHILD_PATH pid_t sampler_gettid_uncached(void)
 	return (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0); /* not libc's: see common/raw_syscall.h */
 }
 
+/* async-signal-safe. In the handler: the thread's cached tid, read now if it has none
+ * (a thread the start-up scan found), unless a seccomp filter forbids a new kind of
+ * system call here: then 0 ("unknown"). */
+static pid_t handler_tid(struct thread_state *ts)
+{
+	if (ts->tid == 0 && !sandbox_thread_active())
+		ts->tid = (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0);
+	return ts->tid;
+}
+
 /* The calling thread's CPU clock: a system call, the vDSO does not serve CPU clocks. */
 static uint64_t thread_cpu_ns(void)
 {
@@ -153,9 +168,10 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	uint32_t cookie = (uint32_t)value;
 	if (si->si_code != SI_TIMER ||
 	    (cookie != SAMPLER_COOKIE && cookie != SAMPLER_COOKIE_CREDIT)) {
-		/* Not one of our timers (kill, another library's timer): we only chose a
-		 * signal nobody handled, so there is no handler to forward to. */
+		/* Not one of our timers (kill, the application's setitimer or timer): it
+		 * gets the action the application chose for this signal. */
 		atomic_fetch_add_explicit(&foreign_signals, 1, memory_order_relaxed);
+		app_signals_deliver(signo, si, ucv);
 		errno = saved_errno;
 		return;
 	}
@@ -206,16 +222,10 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 		regs.stack_hi = ts->stack_hi;
 	uintptr_t *pcs = tls_state.pcs;
 	uint32_t n = sampler_unwinder(&regs, pcs, UNWIND_MAX_DEPTH);
-	profiles_record(sampler_profiles, sampler_gettid(), pcs, n, weight);
+	profiles_record(sampler_profiles, handler_tid(ts), pcs, n, weight);
 	ts->sampled = true;
 	ts->recorded_ns += weight;
 	ts->last_n = n;
-	/* A process waiting for a safe point to start its uploader (agent/hijack.h):
-	 * only complete DWARF walks made with CFI alone can show one (a frame-pointer step
-	 * through code without them may skip a frame). */
-	if (hijack_armed() && sampler_unwinder == unwind_dwarf)
-		hijack_try(ucv, si, pcs, unwind_last_walk_used_fp() ? 0 : n);
-	(void)signo;
 	errno = saved_errno;
 }
 
@@ -259,16 +269,9 @@ int sampler_init(struct profile_pair *pp, uint64_t period_ns, int requested_sign
 	int signo = choose_signal(requested_signo);
 	if (signo < 0)
 		return signo;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = sampler_handler;
-	/* SA_RESTART: interrupted syscalls of the app resume instead of failing EINTR. */
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	/* Nothing may interrupt a record: an application handler that siglongjmps would
-	 * leave the profile's writer count raised and the uploader waiting forever. */
-	sigfillset(&sa.sa_mask);
-	if (sigaction(signo, &sa, NULL) != 0)
-		return -errno;
+	int rc = app_signals_install_sampling(signo, sampler_handler);
+	if (rc < 0)
+		return rc;
 	if (signo != SIGPROF)
 		log_info("SIGPROF is taken by the application; sampling with signal %d", signo);
 	sampler_signo = signo;
@@ -427,8 +430,9 @@ void sampler_thread_mark_internal(void)
 	tls_state.internal = true;
 }
 
-FORK_CHILD_PATH void sampler_after_fork_child(void)
+FORK_CHILD_PATH void sampler_after_fork_child(pid_t tid)
 {
+	fork_child_tid = tid;
 	/* A new task: its own tid, CPU clock and samples. The forking thread's state is
 	 * reset at its next use (tls_current), not here. */
 	atomic_store_explicit(&fork_gen, atomic_load_explicit(&fork_gen, memory_order_relaxed) + 1,

@@ -105,9 +105,10 @@ pid_t sampler_gettid(void);
  * child handler, which must not touch that page. */
 pid_t sampler_gettid_uncached(void);
 
-/* Fork child, forking thread: its state (cached tid, samples, end account) is stale;
- * it is reset at its next use, not here (no write to its TLS page). */
-void sampler_after_fork_child(void);
+/* Fork child, forking thread (tid: its id, read by the caller): its state (cached
+ * tid, samples, end account) is stale; it is reset at its next use, not here (no write
+ * to its TLS page). */
+void sampler_after_fork_child(pid_t tid);
 
 /* Counters for diagnostics. */
 uint64_t sampler_foreign_signals(void);

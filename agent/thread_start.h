@@ -26,6 +26,7 @@ struct thread_start {
 	void *(*fn)(void *);
 	void *arg;
 	size_t stack_size; /* what glibc was asked for; 0 = unknown */
+	bool sandboxed;	   /* its creator runs under a seccomp filter (agent/sandbox.h) */
 };
 
 /* A free record (a pool slot, else malloc'd); NULL only when malloc fails too. */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent/fork_local.h"
+#include "agent/sandbox.h"
 #include "common/raw_syscall.h"
 #include "agent/sampler.h"
 #include "agent/stack_bounds.h"
@@ -220,9 +221,15 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
  * SAMPLER_PRESTART_CREDIT_MAX_NS). No registry state: the caller may or may not hold
  * the lock. 0 or a negative errno; after_now: -ESRCH when tid is no thread of ours any
  * more (not a failure: it ended). */
+/* Sampling stopped for good (threads_stop_sampling): no timer is armed any more. A
+ * flag, relaxed; read on a fork child's path: on the page it touches anyway. */
+FORK_CHILD_DATA static _Atomic bool sampling_stopped;
+
 FORK_CHILD_PATH static int arm_timer(pid_t tid, uint64_t first, bool after_now, bool credit,
 				     timer_t *out)
 {
+	if (atomic_load_explicit(&sampling_stopped, memory_order_relaxed))
+		return -ECANCELED;
 	int flags = 0;
 	void *value = NULL;
 	if (after_now) {
@@ -476,7 +483,7 @@ int threads_scan_existing(void)
 	bool others = false;
 	char buf[1024] __attribute__((aligned(8)));
 	long n;
-	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+	while ((n = raw_syscall(SYS_getdents64, fd, (long)buf, sizeof(buf), 0)) > 0) {
 		for (long off = 0; off < n;) {
 			const struct dirent64_rec *de = (const void *)(buf + off);
 			off += de->reclen;
@@ -595,7 +602,7 @@ uint64_t threads_service(uint64_t now)
 			/* Its entry says it lives, the kernel that it ended: it left without
 			 * threads_exit_self (a raw exit system call), or is leaving now.
 			 * Forgotten once the kernel has no such task, else tried again. */
-			if (syscall(SYS_tgkill, getpid(), e->tid, 0) != 0 && errno == ESRCH) {
+			if (raw_syscall(SYS_tgkill, getpid(), e->tid, 0, 0) == -ESRCH) {
 				e->status = THREAD_ENDED;
 			} else {
 				e->pending = true;
@@ -724,12 +731,26 @@ FORK_CHILD_PATH void threads_atfork_child(void)
 	live_index_stale = true;
 	live_index_broken = false;
 	fork_local_mutex_after_fork(registry_lock);
-	sampler_after_fork_child();
+	/* Not sampler_gettid (see sampler.h); none under a seccomp filter (sandbox.h): the
+	 * child is then not sampled (threads_atfork_child_arm is skipped too). */
+	child_tid = sandbox_thread_active() ? 0 : sampler_gettid_uncached();
+	sampler_after_fork_child(child_tid);
 	/* Every child of the same parent would otherwise draw the same first expiry (the
 	 * parent's generator does not move when it forks): mix in the child's tid. */
-	child_tid = sampler_gettid_uncached(); /* not sampler_gettid: see sampler.h */
 	rng_state ^= (uint64_t)child_tid * 0x9E3779B97F4A7C15ULL;
 	rng_next();
+}
+
+void threads_stop_sampling(void)
+{
+	pthread_mutex_lock(registry_lock);
+	atomic_store_explicit(&sampling_stopped, true, memory_order_relaxed);
+	for (size_t i = 0; i < n_entries; i++) {
+		if (entries[i].has_timer)
+			timer_delete(entries[i].timer);
+		entries[i].has_timer = false;
+	}
+	pthread_mutex_unlock(registry_lock);
 }
 
 FORK_CHILD_PATH pid_t threads_fork_child_pid(void)

@@ -77,6 +77,10 @@ bool threads_service_sleep(uint64_t wake_ns);
 void threads_service_awake(void);
 bool threads_service_wanted(void);
 
+/* Any thread but a signal handler: deletes every timer and arms none from now on (the
+ * sampling signal was taken from us). */
+void threads_stop_sampling(void);
+
 /* Name of tid (live or ended since the last reap) into out; false if unknown. */
 bool threads_name(pid_t tid, char out[THREAD_NAME_MAX]);
 

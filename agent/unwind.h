@@ -74,10 +74,6 @@ void unwind_get_stats(struct unwind_stats *out);
  * (agent/fork_local.h) when it has room. */
 void unwind_place_counters(void);
 
-/* async-signal-safe. Whether the calling thread's last unwind_dwarf walk recovered a
- * frame with frame pointers (no CFI for its pc): such a walk may have skipped frames. */
-bool unwind_last_walk_used_fp(void);
-
 /* async-signal-safe. Guarded reads (process_vm_readv) on or off; off, reads outside
  * the thread's stack end the walk instead. The constructor turns them off: they may
  * be fatal under a seccomp filter, and checking for one costs start-up time. */

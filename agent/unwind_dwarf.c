@@ -39,6 +39,7 @@
 #include "agent/fork_local.h"
 #include "agent/modules.h"
 #include "common/digits.h"
+#include "common/raw_syscall.h"
 
 #define GUARDED_READS_MAX 32
 
@@ -47,16 +48,6 @@
  * turns them on when no filter is active (unwind_enable_guarded_reads). A flag: relaxed
  * loads and stores, nothing is published with it. */
 static _Atomic bool guarded_reads = true;
-/* Frame-pointer steps of the calling thread's last walk (initial-exec: the handler
- * writes it; never allocates). */
-static __thread uint32_t last_walk_fp_steps __attribute__((tls_model("initial-exec")));
-
-/* async-signal-safe */
-bool unwind_last_walk_used_fp(void)
-{
-	return last_walk_fp_steps != 0;
-}
-
 /* Written at every walk: on the fork-local page when unwind_place_counters found room,
  * where the parent takes no copy-on-write fault after a fork (agent/fork_local.h). A
  * fork child finds them zero: it counts its own walks. */
@@ -100,8 +91,8 @@ static bool read_word(struct walk *w, uintptr_t addr, uintptr_t *out)
 	struct iovec local = {out, sizeof(*out)};
 	struct iovec remote = {(void *)addr, sizeof(*out)};
 	if (w->pid == 0)
-		w->pid = (pid_t)syscall(SYS_getpid);
-	long n = syscall(SYS_process_vm_readv, w->pid, &local, 1UL, &remote, 1UL, 0UL);
+		w->pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0);
+	long n = raw_syscall6(SYS_process_vm_readv, w->pid, (long)&local, 1, (long)&remote, 1, 0);
 	if (n != (long)sizeof(*out)) {
 		w->failed++;
 		return false;
@@ -311,7 +302,6 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 		atomic_fetch_add_explicit(&ctr->complete, 1, memory_order_relaxed);
 	if (truncated)
 		atomic_fetch_add_explicit(&ctr->truncated, 1, memory_order_relaxed);
-	last_walk_fp_steps = w.fp_steps;
 	if (w.fp_steps)
 		atomic_fetch_add_explicit(&ctr->fp_steps, w.fp_steps, memory_order_relaxed);
 	if (w.cfi_steps)

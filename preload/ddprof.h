@@ -50,13 +50,16 @@ struct ddprof_diagnostics {
 	uint64_t unwind_cache_stored;	      /* tables this process wrote to it */
 	uint64_t unwind_cache_failures;	      /* files refused, tables it could not write */
 	/* Added with the late uploader thread (it starts at the process's first need). */
-	uint64_t uploader_started;     /* 1 once this process's uploader thread started */
-	uint64_t safe_point_redirects; /* samples that started it from a safe point */
-	uint64_t safe_point_refusals;  /* samples offered while it waited, not safe points */
-	uint64_t boot_cfi_frames;      /* frames unwound from a module's CFI in memory,
-					* before its table was built */
-	/* Added with the system-call safe point (a leaf in libc as its call returns). */
-	uint64_t safe_point_syscall_redirects; /* of safe_point_redirects, those */
+	uint64_t uploader_started; /* 1 once this process's uploader thread started */
+	uint64_t sandbox_skips;	   /* work skipped under a seccomp filter the application
+				    * installed: threads left unsampled, thread starts and
+				    * exit flushes not made (see README) */
+	uint64_t app_signals;	   /* signals of the sampling number not from our timers
+				    * that ran the application's own handler */
+	uint64_t boot_cfi_frames;  /* frames unwound from a module's CFI in memory,
+				    * before its table was built */
+	uint64_t signal_lost;	   /* 1 once the application took the sampling signal
+				    * without libc (raw rt_sigaction): sampling stopped */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -21,12 +21,13 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "agent/app_signals.h"
 #include "agent/boot_cfi.h"
 #include "agent/cfi_cache.h"
-#include "agent/hijack.h"
 #include "agent/fork_local.h"
 #include "agent/modules.h"
 #include "agent/profile.h"
+#include "agent/sandbox.h"
 #include "agent/sampler.h"
 #include "agent/thread_start.h"
 #include "agent/threads.h"
@@ -38,6 +39,8 @@
 #include "common/dl_guard.h"
 #include "common/log.h"
 #include "preload/ddprof.h"
+#include "preload/entry_points.h"
+#include "preload/sandbox_guard.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -57,6 +60,22 @@ FORK_CHILD_DATA static _Atomic bool agent_running;
 static _Atomic bool constructor_done;
 FORK_CHILD_DATA static thread_create_fn real_pthread_create; /* a fork child reads it */
 
+/* libc's own pthread_create, for the profiler's threads: an application's wrapper (the
+ * next definition after ours) may take locks of its own, which the thread that needs
+ * ours may hold. Set by the constructor. */
+FORK_CHILD_DATA static thread_create_fn own_create; /* a fork child reads it */
+
+static thread_create_fn resolve_libc_pthread_create(void)
+{
+	/* RTLD_NOLOAD: libc is loaded already; a lookup in its handle searches libc (and
+	 * its dependencies), never the objects before it. */
+	void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	thread_create_fn f = libc ? (thread_create_fn)dlsym(libc, "pthread_create") : NULL;
+	if (libc)
+		dlclose(libc); /* a reference count: libc stays */
+	return f;
+}
+
 static thread_create_fn resolve_pthread_create(void)
 {
 	thread_create_fn f = __atomic_load_n(&real_pthread_create, __ATOMIC_ACQUIRE);
@@ -75,7 +94,7 @@ static void thread_end(void *root)
 	/* A thread that started before the constructor ran (another library's
 	 * constructor started it) ends here too: if the start-up scan armed its timer,
 	 * its CPU since its last sample is accounted like any thread's. */
-	if (atomic_load_explicit(&agent_running, memory_order_acquire))
+	if (atomic_load_explicit(&agent_running, memory_order_acquire) && !sandbox_thread_active())
 		threads_exit_self(root);
 }
 
@@ -85,10 +104,16 @@ __attribute__((section("ddprof_trampoline"))) static void *thread_trampoline(voi
 	struct thread_start start;
 	memcpy(&start, p, sizeof(start));
 	thread_start_release(p);
-	/* Acquire pairs with the constructor's release: its set-up is visible. Not yet
-	 * running: the start-up scan will find this thread. */
-	if (atomic_load_explicit(&agent_running, memory_order_acquire))
+	/* Filters are inherited: a thread created under one makes no new kind of system
+	 * call for us either (agent/sandbox.h). */
+	if (start.sandboxed) {
+		sandbox_inherit();
+		sandbox_count_skip();
+	} else if (atomic_load_explicit(&agent_running, memory_order_acquire)) {
+		/* Acquire pairs with the constructor's release: its set-up is visible. Not
+		 * yet running: the start-up scan will find this thread. */
 		threads_start_self(false, start.stack_size);
+	}
 	/* However the thread ends (return, pthread_exit, cancellation), thread_end runs.
 	 * A cleanup handler, not a pthread key destructor: glibc walks every key slot of
 	 * a thread that set one (callgrind: ~770 instructions less per thread). root:
@@ -134,6 +159,7 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 	s->fn = fn;
 	s->arg = arg;
 	s->stack_size = thread_start_stack_size(attr);
+	s->sandboxed = sandbox_thread_active();
 	int rc = real(t, attr, thread_trampoline, s);
 	if (rc != 0)
 		thread_start_release(s);
@@ -142,10 +168,7 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 
 /*
  * Samples during our fork handlers are harmless: the handler takes no lock and writes
- * only lock-free state, and in the child the timer is armed last. A sample on the
- * forking thread is never a safe point (agent/hijack.h: libc's fork is on its stack),
- * and another thread redirected meanwhile only waits for the uploader's lock until the
- * parent handler releases it. One exception, where prepare blocks the sampling signal
+ * only lock-free state, and in the child the timer is armed last. One exception, where prepare blocks the sampling signal
  * until the parent and child handlers ran (a system call in each, costing more than
  * its instructions on a VM): kernels before 5.0 restart a fork when a signal arrives
  * during it (the memory copy is thrown away): with the thread's CPU timer running
@@ -260,11 +283,16 @@ FORK_CHILD_PATH static void atfork_child(void)
 	profiles_reinit_after_fork(profiles, 0);
 	threads_atfork_child();
 	thread_start_after_fork();
-	modules_atfork_child(real_pthread_create);
+	modules_atfork_child(own_create);
 	uploader_atfork_child();
 	restore_signal_mask_child();
-	/* Last: from here on samples may land (see child_unblock). */
-	threads_atfork_child_arm();
+	app_signals_after_fork_child();
+	/* Last: from here on samples may land (see child_unblock). Not under a seccomp
+	 * filter: a timer is a new kind of system call (agent/sandbox.h). */
+	if (!sandbox_thread_active())
+		threads_atfork_child_arm();
+	else
+		sandbox_count_skip();
 }
 
 /*
@@ -295,7 +323,7 @@ __attribute__((used)) void *ddprof_dlopen_enter(void)
 	 * uploader thread) wait for the periodic rescan: the application rarely runs
 	 * their code, and an exit flush should not compete with their tables. */
 	if (atomic_load_explicit(&agent_running, memory_order_acquire) &&
-	    !sampler_thread_is_internal())
+	    !sampler_thread_is_internal() && !sandbox_thread_active())
 		modules_notify_load();
 	return (void *)f;
 }
@@ -340,7 +368,7 @@ DDPROF_EXPORT int dlclose(void *handle)
 	}
 	int rc = f(handle);
 	if (rc == 0 && atomic_load_explicit(&agent_running, memory_order_acquire) &&
-	    !sampler_thread_is_internal())
+	    !sampler_thread_is_internal() && !sandbox_thread_active())
 		modules_notify();
 	return rc;
 }
@@ -351,10 +379,13 @@ __attribute__((constructor)) static void ddprof_init(void)
 	config_load(&cfg, NULL); /* NULL: the process environment */
 	if (!cfg.enabled)
 		goto out;
-	if (!resolve_pthread_create()) {
+	own_create = resolve_libc_pthread_create();
+	if (!resolve_pthread_create() || !own_create) {
 		log_error("cannot find pthread_create; profiling disabled");
 		goto out;
 	}
+	entry_points_init();
+	sandbox_guard_init();
 	profiles = fork_local_or(&profiles_fallback, sizeof(*profiles));
 	/* The profile starts now: the uploader thread may start much later (at the first
 	 * need). A system call, not the vDSO, whose code and data pages /bin/true would
@@ -390,14 +421,6 @@ __attribute__((constructor)) static void ddprof_init(void)
 	sigemptyset(&sampling_set);
 	sigaddset(&sampling_set, signo);
 	always_block_for_fork = kernel_restarts_fork();
-	/* Fork children start their uploader thread late, maybe from a safe point that a
-	 * sample finds (agent/hijack.h); our own frames are never one. */
-	rc = hijack_init(uploader_safe_point, (const void *)ddprof_init,
-			 dlsym(RTLD_DEFAULT, "malloc"));
-	if (rc < 0)
-		log_debug("no safe-point redirects (%s): fork children start their uploader "
-			  "thread at once",
-			  strerror(-rc));
 	rc = threads_init(signo, period_ns);
 	if (rc < 0) {
 		log_error("cannot set up thread tracking (%s); profiling disabled", strerror(-rc));
@@ -420,18 +443,14 @@ __attribute__((constructor)) static void ddprof_init(void)
 	}
 	threads_start_self(is_main, 0);
 	threads_scan_existing();
-	/* The uploader thread starts at the first need, when a sample can show a safe point
-	 * to start it from (a walk complete by CFI down to the process's root). */
-	rc = uploader_start(&cfg, profiles, real_pthread_create, boot_cfi_covers_roots());
-	if (rc < 0)
-		log_error("cannot start the uploader thread (%s); profiles will not be exported",
-			  strerror(-rc));
+	/* The uploader thread starts at the process's first need (uploader.h). */
+	uploader_start(&cfg, profiles, own_create);
 	/* Unwind tables are built off the application's path, by the uploader thread (one
 	 * profiler thread: each thread costs every fork), or by a thread of their own if
 	 * the uploader's could not start. */
 	cfi_cache_set_dir(cfg.unwind_cache_dir);
 	modules_set_host(uploader_modules_wake);
-	rc = modules_start(real_pthread_create);
+	rc = modules_start(own_create);
 	if (rc < 0)
 		log_warn("cannot start the module thread (%s); unwinding with frame pointers "
 			 "only",
@@ -508,11 +527,9 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.unwind_cache_stored = cs.stored;
 		d.unwind_cache_failures = cs.refused + cs.store_failures;
 		d.uploader_started = uploader_thread_started();
-		struct hijack_stats hs;
-		hijack_get_stats(&hs);
-		d.safe_point_redirects = hs.redirects;
-		d.safe_point_refusals = hs.refused;
-		d.safe_point_syscall_redirects = hs.syscall_redirects;
+		d.sandbox_skips = sandbox_skips();
+		d.app_signals = app_signals_forwarded();
+		d.signal_lost = uploader_signal_lost();
 		d.boot_cfi_frames = us2.boot_cfi_steps;
 		d.uploads_ok = us.uploads_ok;
 		d.uploads_failed = us.uploads_failed;

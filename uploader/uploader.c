@@ -26,11 +26,11 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "agent/boot_cfi.h"
 #include "agent/fork_local.h"
+#include "agent/app_signals.h"
 #include "agent/dw_api.h"
-#include "agent/hijack.h"
 #include "agent/modules.h"
+#include "agent/sandbox.h"
 #include "agent/symbolizer.h"
 #include "agent/threads.h"
 #include "agent/sampler.h"
@@ -72,6 +72,9 @@ struct control {
 	bool warm_asked;   /* this process forked: its first fork asked for warm_for_children */
 	bool warm_kick;	   /* ... and the thread has not done it yet */
 	bool warming;	   /* the thread is in warm_for_children (lock released) */
+	bool quiesce;	   /* exit without a final profile (uploader_quiesce) */
+	bool joinable;	   /* thread is this process's thread, not joined yet */
+	pthread_t thread;
 };
 
 /* What one uploader thread owns (on its stack). */
@@ -123,7 +126,7 @@ FORK_CHILD_DATA static _Atomic bool spawn_pending;
 FORK_CHILD_DATA static bool forked;
 FORK_CHILD_DATA static pid_t spawn_pending_pid;
 
-static void start_deferred(bool quiet);
+static void start_deferred(void);
 
 /* threads.h's kick: a thread registered for its timer while this thread sleeps long. */
 static void threads_wake(void)
@@ -138,7 +141,7 @@ bool uploader_modules_wake(bool start)
 {
 	/* A dlopen or dlclose: the new tables are built by the thread, so start it. */
 	if (start)
-		start_deferred(false);
+		start_deferred();
 	pthread_mutex_lock(ctl.lock);
 	bool hosting = (ctl.running && !ctl.done) ||
 		       (atomic_load_explicit(&spawn_pending, memory_order_relaxed) && !ctl.stop);
@@ -190,6 +193,7 @@ FORK_CHILD_PATH static void control_init(void)
 	/* A child warms at its own first fork (if it did not adopt a warmed symbolizer, its
 	 * thread reads what its children need then): nothing of the parent's request. */
 	ctl.warm_asked = ctl.warm_kick = ctl.warming = false;
+	ctl.quiesce = ctl.joinable = false;
 	atomic_store_explicit(&exiting, false, memory_order_relaxed);
 }
 
@@ -256,8 +260,33 @@ static void note_unloaded_modules(struct symbolizer *sym)
 
 static void service_threads_while_busy(void);
 
+/* Set once the sampling signal was taken from us (check_sampling_signal). */
+static _Atomic bool signal_lost;
+
+/* Uploader thread, each period: a program that replaced the sampling handler without
+ * libc (a raw rt_sigaction, as the Go runtime does) gets our timers' signals in its own
+ * handler, or dies of them under SIG_DFL: sampling stops for good, with one warning. */
+static void check_sampling_signal(void)
+{
+	if (atomic_load_explicit(&signal_lost, memory_order_relaxed) ||
+	    app_signals_sampling_intact())
+		return;
+	atomic_store_explicit(&signal_lost, true, memory_order_relaxed);
+	threads_stop_sampling();
+	sampler_set_enabled(false);
+	log_warn("the application replaced the handler of signal %d without going through "
+		 "libc; profiling stops (set DD_PROFILING_SIGNAL to a signal it leaves alone)",
+		 sampler_signal());
+}
+
+bool uploader_signal_lost(void)
+{
+	return atomic_load_explicit(&signal_lost, memory_order_relaxed);
+}
+
 static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
 {
+	check_sampling_signal();
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
 	struct profile *p = profiles_swap(up_profiles, now);
 	uint64_t samples = atomic_load_explicit(&p->samples, memory_order_relaxed);
@@ -510,6 +539,13 @@ static void *uploader_main(void *arg)
 			pthread_cond_clockwait(&ctl.cond, ctl.lock, CLOCK_MONOTONIC, &ts);
 			threads_service_awake();
 		}
+		if (ctl.quiesce) {
+			/* A filter for every thread is about to be installed: nothing more,
+			 * not even a final profile (uploader_quiesce). */
+			ctl.done = true;
+			pthread_cond_broadcast(&ctl.cond);
+			break;
+		}
 		bool final = ctl.stop;
 		if (final)
 			threads_defer_arming(NULL); /* threads arm their own timers again */
@@ -549,7 +585,8 @@ static int spawn_thread(void)
 {
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* Joinable: uploader_quiesce must know the thread is gone, its last system call
+	 * made. Otherwise it ends only with the process, which needs no join. */
 	/* glibc's stack: a fork child's glibc writes this thread's descriptor, a copy of a
 	 * page it inherited; on a MADV_WIPEONFORK stack of ours (tried) a zero-fill with no
 	 * page table, dearer here (paired: child CPU -90 us, fork +40 us, rate +0.2-1.4%).
@@ -564,14 +601,15 @@ static int spawn_thread(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc == 0) {
+		ctl.thread = t;
+		ctl.joinable = true;
 		ctl.running = true;
 		atomic_store_explicit(&thread_spawned, true, memory_order_relaxed);
 	}
 	return -rc;
 }
 
-int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create,
-		   bool defer)
+int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create)
 {
 	up_cfg = cfg;
 	exit_flush_timeout_ns = cfg->exit_flush_timeout_ns;
@@ -581,30 +619,16 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 	uploader_wanted = true;
 	/* Like a fork child's (uploader_atfork_child): a program that ends before its
 	 * first sample (a shell command) never pays for the thread, its stack and malloc
-	 * arena, nor waits at exit for it to be torn down. A redirect needs walks proven
-	 * complete by CFI alone (agent/hijack.h). */
-	if (defer) {
-		/* Pending before armed: a thread that existed before us may be redirected
-		 * at once (its start_deferred must find the wish). Release pairs with the
-		 * acquire in start_deferred: the pid is written before the flag. */
-		spawn_pending_pid = getpid();
-		atomic_store_explicit(&spawn_pending, true, memory_order_release);
-		if (hijack_arm())
-			return 0;
-	}
-	/* Redirects unavailable: at once, unless a thread that existed before us already
-	 * took the wish (start_deferred). */
-	pthread_mutex_lock(ctl.lock);
-	bool mine = !defer || atomic_exchange_explicit(&spawn_pending, false, memory_order_relaxed);
-	int rc = mine ? spawn_thread() : 0;
-	pthread_mutex_unlock(ctl.lock);
-	uploader_wanted = rc == 0;
-	return rc;
+	 * arena, nor waits at exit for it to be torn down. Release pairs with the acquire
+	 * in start_deferred: the pid is written before the flag. */
+	spawn_pending_pid = getpid();
+	atomic_store_explicit(&spawn_pending, true, memory_order_release);
+	return 0;
 }
 
-/* Normal context: starts the thread the process deferred, if it did. quiet: called at
- * a safe point (agent/hijack.h), where the thread may hold stdio's locks: no logging. */
-FORK_CHILD_PATH static void start_deferred(bool quiet)
+/* Normal context, called by the application (never from one of its signal handlers):
+ * starts the thread the process deferred, if it did. */
+FORK_CHILD_PATH static void start_deferred(void)
 {
 	/* Acquire pairs with uploader_start's release (the pid before the flag); the fork
 	 * child handler sets both before the child has another thread. Decided again below
@@ -612,15 +636,18 @@ FORK_CHILD_PATH static void start_deferred(bool quiet)
 	if (!atomic_load_explicit(&spawn_pending, memory_order_acquire) ||
 	    spawn_pending_pid != getpid())
 		return;
+	if (sandbox_thread_active()) {
+		/* Under a seccomp filter: a thread is a new kind of system call (clone3). */
+		sandbox_count_skip();
+		return;
+	}
 	pthread_mutex_lock(ctl.lock);
 	bool mine = atomic_exchange_explicit(&spawn_pending, false, memory_order_relaxed);
 	int rc = mine && !ctl.stop ? spawn_thread() : 0;
 	pthread_mutex_unlock(ctl.lock);
-	if (mine)
-		hijack_disarm();
 	if (rc != 0)
 		modules_host_failed(up_create); /* unwind tables all the same */
-	if (rc != 0 && !quiet)
+	if (rc != 0)
 		log_warn("cannot start the uploader thread in process %d (%s); profiles will "
 			 "not be exported",
 			 (int)getpid(), strerror(-rc));
@@ -628,12 +655,19 @@ FORK_CHILD_PATH static void start_deferred(bool quiet)
 
 void uploader_ensure_thread(void)
 {
-	start_deferred(false);
+	start_deferred();
 }
 
-void uploader_safe_point(void)
+void uploader_start_if_sampled(void)
 {
-	start_deferred(true);
+	if (atomic_load_explicit(&spawn_pending, memory_order_relaxed) &&
+	    !profiles_empty(up_profiles))
+		start_deferred();
+}
+
+FORK_CHILD_PATH bool uploader_start_pending(void)
+{
+	return atomic_load_explicit(&spawn_pending, memory_order_relaxed);
 }
 
 /* Waits, lock held, until pred or the deadline. */
@@ -657,6 +691,31 @@ static bool is_done(uint64_t unused)
 static bool flushed(uint64_t gen)
 {
 	return ctl.flush_completed >= gen || ctl.done;
+}
+
+bool uploader_quiesce(uint64_t timeout_ns)
+{
+	/* Never started again in this process. */
+	atomic_store_explicit(&spawn_pending, false, memory_order_relaxed);
+	pthread_mutex_lock(ctl.lock);
+	bool gone = true;
+	if (ctl.running && !ctl.done) {
+		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+		ctl.quiesce = ctl.stop = true;
+		/* HTTP in flight gives up at its next poll (a lone deadline: relaxed). */
+		atomic_store_explicit(&exit_abort_ns, now, memory_order_relaxed);
+		pthread_cond_broadcast(&ctl.cond);
+		gone = wait_until(now + timeout_ns, is_done, 0);
+	}
+	bool join = gone && ctl.joinable;
+	ctl.joinable &= !join;
+	pthread_t t = ctl.thread;
+	pthread_mutex_unlock(ctl.lock);
+	/* Returns once the kernel has cleared the thread's id: it makes no more system
+	 * calls. The thread only unlocks and returns after setting done. */
+	if (join)
+		pthread_join(t, NULL);
+	return gone;
 }
 
 /* The thread is told to stop, and waited for when it has a final profile to send. */
@@ -697,9 +756,13 @@ FORK_CHILD_PATH void uploader_stop(void)
 	 * sample goes into the final profile (agent/sampler.h). The main thread and a
 	 * fork child keep whole-period weights and have nothing to add: their exit pays
 	 * no system call for it. */
+	/* Under a seccomp filter the exiting thread makes no new kind of system call: no
+	 * final profile from it (sandbox.h). */
+	if (sandbox_thread_active()) {
+		sandbox_count_skip();
+		return;
+	}
 	bool end_account = sampler_thread_has_end_account() && sampler_thread_sampled();
-	/* A fork child that deferred its thread: needed now only for a final profile. */
-	hijack_disarm();
 	/* No thread (a fork child that never needed one) and nothing sampled or to
 	 * account: neither the lock's page nor libc's errno code is touched. A thread
 	 * another thread of ours starts from now on is one the lock would not show. */
@@ -710,7 +773,7 @@ FORK_CHILD_PATH void uploader_stop(void)
 	if (end_account)
 		threads_exit_self(NULL);
 	if (!profiles_empty(up_profiles))
-		start_deferred(false);
+		start_deferred();
 	if (atomic_load_explicit(&thread_spawned, memory_order_relaxed))
 		stop_thread(exit_flush_timeout_ns);
 	errno = saved_errno;
@@ -719,7 +782,7 @@ FORK_CHILD_PATH void uploader_stop(void)
 int uploader_flush(uint64_t timeout_ns)
 {
 	int rc = 0;
-	start_deferred(false);
+	start_deferred();
 	pthread_mutex_lock(ctl.lock);
 	if (!ctl.running || ctl.done) {
 		rc = -ESRCH;
@@ -782,17 +845,10 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	export_set_atfork_child();
 	if (!was_running)
 		return;
-	/* The thread starts at the child's first need: a final profile at exit, the
-	 * application's first pthread_create or dlopen, ddprof_flush, or a sample taken at a
-	 * safe point (agent/hijack.h). Most children of a fork storm or a pre-fork server
-	 * never sample: they never pay for a thread (pthread_create, and the copy-on-write
-	 * faults of its malloc arena at every later fork of the parent and in the child). */
+	/* The thread starts at the child's first need (uploader.h). Most children of a
+	 * fork storm or a pre-fork server never sample: they never pay for a thread
+	 * (pthread_create, and the copy-on-write faults of its malloc arena at every later
+	 * fork of the parent and in the child). */
 	spawn_pending_pid = threads_fork_child_pid(); /* getpid(), without a system call */
 	atomic_store_explicit(&spawn_pending, true, memory_order_relaxed);
-	/* Safe points need walks complete by CFI: unwind tables, or the start-up modules'
-	 * CFI read from memory (agent/boot_cfi.h). A child with neither starts its thread
-	 * at once, as does one where redirects are unavailable: a compute child would
-	 * never upload. */
-	if (!(modules_have_tables() || boot_cfi_covers_roots()) || !hijack_arm())
-		start_deferred(false);
 }

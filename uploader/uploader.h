@@ -54,21 +54,28 @@ void uploader_place_lock(void);
  * returns whether that thread runs or is to run. Any thread, normal context. */
 bool uploader_modules_wake(bool start);
 
-/* Sets the uploader up. cfg and pp must outlive the uploader. The thread starts at the
- * process's first need, as in a fork child (uploader_ensure_thread, uploader_safe_point,
- * uploader_stop with samples, a dlopen), when defer is set and safe-point redirects
- * are available (agent/hijack.h); else at once. Exporters are made by the thread as it
- * starts. 0 or negative errno (the thread could not be started at once). */
-int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create,
-		   bool defer);
+/* Sets the uploader up. cfg and pp must outlive the uploader; create makes the thread
+ * (libc's own pthread_create: never an application's wrapper, which may take locks of
+ * its own). The thread starts at the process's first need, from a context where the
+ * application called us: its first pthread_create, dlopen or dlclose, a blocking libc
+ * call after its first sample (preload/entry_points.c), ddprof_flush, or uploader_stop
+ * with samples (exit). Exporters are made by the thread as it starts. Returns 0. */
+int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create);
 
-/* Normal context: a process whose thread is not started yet starts it now (the
- * application creates a thread, loads a library, or flushes). Cheap otherwise: one
- * relaxed load. */
+/* Normal context, called by the application (never from one of its signal handlers): a
+ * process whose thread is not started yet starts it now. Cheap otherwise: one relaxed
+ * load. */
 void uploader_ensure_thread(void);
-/* The same at a safe point reached from the sampling handler (agent/hijack.h): never
- * logs. */
-void uploader_safe_point(void);
+/* Normal context, called by the application: starts the thread if it is still to
+ * start and the process has samples (the entry points' slow path). */
+void uploader_start_if_sampled(void);
+/* Normal context: the thread stops without a final profile, and is never started again
+ * in this process (a seccomp filter for every thread is about to be installed). Waits
+ * at most timeout_ns; returns whether the thread is gone (or never ran). */
+bool uploader_quiesce(uint64_t timeout_ns);
+/* Whether the thread is still to start (one relaxed load): the entry points' fast path.
+ * Any context. */
+bool uploader_start_pending(void);
 
 /* Exports what is pending and stops the thread, waiting at most the configured
  * DD_PROFILING_EXIT_FLUSH_TIMEOUT (its default before uploader_start has run); past it
@@ -80,14 +87,15 @@ void uploader_stop(void);
 int uploader_flush(uint64_t timeout_ns);
 
 void uploader_get_stats(struct uploader_stats *out);
+/* Whether the sampling signal was taken from us (sampling stopped). Any thread. */
+bool uploader_signal_lost(void);
 /* Whether this process's uploader thread was started. Any thread. */
 bool uploader_thread_started(void);
 
 void uploader_atfork_prepare(void);
 void uploader_atfork_parent(void);
 /* Fork child: the parent's thread does not exist here. A fresh one starts at the
- * child's first need (uploader_ensure_thread, uploader_safe_point, uploader_stop with
- * samples) and never touches state the parent's uploader may have held (its libcurl
+ * child's first need (see uploader_start) and never touches state the parent's uploader may have held (its libcurl
  * handles are simply forgotten: they belong to the parent's thread's stack). */
 void uploader_atfork_child(void);
 

@@ -143,8 +143,9 @@ def test_fork_child_touches_one_page_of_our_data(ctx):
 def test_fork_child_starts_its_uploader_thread_only_when_it_samples(ctx):
     """A fork child gets its uploader thread at its first need: idle children have none
     (one that happened to be sampled right after the fork may, and then uploads that
-    sample); a compute child gets one from a safe point within about a second, uploads
-    every period while it lives, and computes exactly what it would without the agent."""
+    sample); a compute child that polls between results, as a worker does, gets one at
+    a poll within about a second, uploads every period while it lives, and computes
+    exactly what it would without the agent."""
     out = os.path.join(ctx.dir, "out")
     rc, stdout, stderr, _cpu, _wall = run_profiled(
         [os.path.join(WORKLOADS, "fork_children"), "0.5", "2.6", "8"],

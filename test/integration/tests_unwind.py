@@ -289,13 +289,38 @@ def run_single_threaded(ctx, name, seconds, extra_env=None):
     return out, stdout, c, wall
 
 
+def check_periodic_uploads(ctx, out, stdout, t0, wall, funcs):
+    """The profiles of a single-threaded run that started its uploader: at least one a
+    period, the first starting at the program's start, all the CPU, rooted stacks under
+    funcs[0]. Returns (profiles, rooted share %)."""
+    profs = dump(profile_files(out), stacks=True)
+    check(len(profs) >= 3, "%d profiles in a %.2f s run with a 1 s period" % (len(profs), wall))
+    first = profs[0]
+    start = first["time_nanos"] / 1e9
+    duration = first["duration_nanos"] / 1e9
+    check(abs(start - t0) < 0.2, "the first profile starts %.3f s after launch" % (start - t0))
+    check(0.9 <= duration <= 1.1, "the first profile lasts %.3f s, the period is 1 s" % duration)
+    ti = value_index(first, "cpu-time")
+    used = float(re.search(r"cpu_seconds ([0-9.]+)", stdout).group(1))
+    total = sum(p["totals"][ti] for p in profs) / 1e9
+    check(abs(total / used - 1) <= 0.03, "profiles hold %.3f s of %.3f s CPU" % (total, used))
+    tot, rooted, found, outer = stack_shares(profs, funcs)
+    check(rooted >= 0.99 * tot, "%.1f%% of CPU rooted; outermost: %s" % (
+        100.0 * rooted / max(tot, 1), top_outer(outer, tot)))
+    check(found[funcs[0]] >= 0.9 * tot, "%s in %.1f%% of CPU" % (
+        funcs[0], 100.0 * found[funcs[0]] / max(tot, 1)))
+    return profs, 100.0 * rooted / max(tot, 1)
+
+
 def test_uploader_thread_starts_at_the_first_need(ctx):
-    """The profiler's thread starts at the process's first need, not in the constructor.
-    A program that ends before its first sample never has it (/bin/true's start-up). A
-    single-threaded program that creates no thread and loads no library gets it from a
-    sample at a safe point, which only a walk complete by CFI shows: before any table is
-    built, from the start-up modules' .eh_frame_hdr (agent/boot_cfi.h). It then uploads
-    every period, its first profile starting at the program's start."""
+    """The profiler's thread starts at the process's first need, from a call the
+    application makes, never from a signal handler. A program that ends before its first
+    sample never has it (/bin/true's start-up). A single-threaded program that computes
+    and calls nothing keeps its one thread: its profile comes at its exit, whole and
+    rooted (before any table is built, walks read the start-up modules' CFI in memory:
+    agent/boot_cfi.h). The same program polling between batches of work, as an event
+    loop does, starts the thread at its first poll after a sample and uploads every
+    period."""
     prog = os.path.join(WORKLOADS, "omitfp_threads")
     out = os.path.join(ctx.dir, "short")
     # 1 Hz: its first expiry falls at a random point of a 1 s period of CPU, so the
@@ -309,86 +334,64 @@ def test_uploader_thread_starts_at_the_first_need(ctx):
     check(not profile_files(out), "profiles written for a program never sampled")
     check(c.get("uploader_started") == 0, "the uploader started in a short run: %r" % stdout)
 
-    t0 = time.time()
-    out, stdout, c, wall = run_single_threaded(ctx, "long", 2.3)
-    check(c.get("threads_start") == 1 and c.get("threads_mid") == 2,
-          "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
-    check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
-          c.get("boot_cfi_frames", 0) > 0,
-          "expected the uploader started by one safe-point redirect, with frames unwound "
-          "from in-memory CFI: %r" % stdout)
-    files = profile_files(out)
-    profs = dump(files, stacks=True)
-    check(len(profs) >= 3, "%d profiles in a %.2f s run with a 1 s period" % (len(profs), wall))
-    first = profs[0]
-    start = first["time_nanos"] / 1e9
-    duration = first["duration_nanos"] / 1e9
-    check(abs(start - t0) < 0.2, "the first profile starts %.3f s after launch" % (start - t0))
-    check(0.9 <= duration <= 1.1, "the first profile lasts %.3f s, the period is 1 s" % duration)
-    ti = value_index(first, "cpu-time")
-    used = float(re.search(r"cpu_seconds ([0-9.]+)", stdout).group(1))
-    total = sum(p["totals"][ti] for p in profs) / 1e9
-    check(abs(total / used - 1) <= 0.03, "profiles hold %.3f s of %.3f s CPU" % (total, used))
-    tot, rooted, found, outer = stack_shares(profs, ("omitfp_middle",))
-    check(rooted >= 0.99 * tot, "%.1f%% of CPU rooted; outermost: %s" % (
-        100.0 * rooted / max(tot, 1), top_outer(outer, tot)))
-    check(found["omitfp_middle"] >= 0.9 * tot, "omitfp_middle in %.1f%% of CPU" % (
-        100.0 * found["omitfp_middle"] / max(tot, 1)))
-    return ("short run: 1 thread, no profile; 2.3 s run: threads %s/%s, 1 redirect after %s "
-            "refusals, %s frames from in-memory CFI, %d profiles, the first %.3f s from "
-            "+%.3f s, CPU %.3f/%.3f s, %.1f%% rooted" % (
-                c["threads_start"], c["threads_mid"], c["refusals"], c["boot_cfi_frames"],
-                len(profs), duration,
-                start - t0, total, used, 100.0 * rooted / max(tot, 1)))
-
-
-def test_syscall_bound_program_starts_its_uploader_as_a_call_returns(ctx):
-    """A single-threaded program whose CPU goes to system calls (read(2) of 16 MiB from
-    /dev/zero in a loop) is sampled as its calls return, in libc: never at a safe point
-    in its own code. A leaf right after libc's syscall instruction, called straight from
-    the program, is one too (agent/hijack.h): it starts its uploader there and uploads
-    every period instead of only at its exit."""
-    out, stdout, c, wall = run_single_threaded(ctx, "out", 2.3, {"OMITFP_SYSCALLS": "1"})
-    if c.get("redirects") == 1 and c.get("syscall_redirects") == 0:
-        # The first safe point fell in the program's own loop (a few instructions
-        # between 16 MiB reads): legitimate, and rare; once more to see the read's.
-        out, stdout, c, wall = run_single_threaded(ctx, "again", 2.3, {"OMITFP_SYSCALLS": "1"})
-    check(c.get("threads_start") == 1 and c.get("threads_mid") == 2,
-          "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
-    check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
-          c.get("syscall_redirects") == 1,
-          "expected the uploader started by one redirect, as a system call returned: %r" %
-          stdout)
+    out, stdout, c, wall = run_single_threaded(ctx, "compute", 1.5)
+    check(c.get("threads_start") == 1 and c.get("threads_mid") == 1 and
+          c.get("uploader_started") == 0 and c.get("boot_cfi_frames", 0) > 0,
+          "a program that calls nothing should run alone, unwound from in-memory CFI: %r"
+          % stdout)
     profs = dump(profile_files(out), stacks=True)
-    check(len(profs) >= 3, "%d profiles in a %.2f s run with a 1 s period" % (len(profs), wall))
-    used = float(re.search(r"cpu_seconds ([0-9.]+)", stdout).group(1))
+    check(len(profs) == 1, "%d profiles; expected one, at exit" % len(profs))
     ti = value_index(profs[0], "cpu-time")
-    total = sum(p["totals"][ti] for p in profs) / 1e9
-    check(abs(total / used - 1) <= 0.03, "profiles hold %.3f s of %.3f s CPU" % (total, used))
-    tot, rooted, found, outer = stack_shares(profs, ("main_thread_only",))
+    used = float(re.search(r"cpu_seconds ([0-9.]+)", stdout).group(1))
+    exit_total = profs[0]["totals"][ti] / 1e9
+    check(abs(exit_total / used - 1) <= 0.03, "the exit profile holds %.3f s of %.3f s CPU"
+          % (exit_total, used))
+    tot, rooted, _found, outer = stack_shares(profs, ("omitfp_middle",))
+    check(rooted >= 0.99 * tot, "exit profile: %.1f%% of CPU rooted; outermost: %s" % (
+        100.0 * rooted / max(tot, 1), top_outer(outer, tot)))
+
+    t0 = time.time()
+    out, stdout, c, wall = run_single_threaded(ctx, "polling", 2.3, {"OMITFP_POLL": "1"})
+    check(c.get("threads_start") == 1 and c.get("threads_mid") == 2 and
+          c.get("uploader_started") == 1,
+          "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
+    profs, rooted_pct = check_periodic_uploads(ctx, out, stdout, t0, wall, ("omitfp_middle",))
+    return ("short run: no thread, no profile; compute alone: 1 thread, 1 profile at exit "
+            "with %.3f/%.3f s; polling: %d profiles, CPU rooted %.1f%%" % (
+                exit_total, used, len(profs), rooted_pct))
+
+
+def test_syscall_bound_program_starts_its_uploader_at_a_call(ctx):
+    """A single-threaded program whose CPU goes to system calls (read(2) of 16 MiB from
+    /dev/zero in a loop) starts its uploader at its first read after a sample, and
+    uploads every period instead of only at its exit; its stacks end in read, rooted."""
+    t0 = time.time()
+    out, stdout, c, wall = run_single_threaded(ctx, "out", 2.3, {"OMITFP_SYSCALLS": "1"})
+    check(c.get("threads_start") == 1 and c.get("threads_mid") == 2 and
+          c.get("uploader_started") == 1,
+          "expected 1 thread at the start and 2 (ours) halfway: %r" % stdout)
+    profs, rooted_pct = check_periodic_uploads(ctx, out, stdout, t0, wall,
+                                               ("main_thread_only",))
+    ti = value_index(profs[0], "cpu-time")
+    tot = sum(p["totals"][ti] for p in profs)
     in_read = sum(st["values"][ti] for p in profs for st in p["stacks"]
                   if st["frames"] and st["frames"][0].endswith("read"))
     check(in_read >= 0.8 * tot, "read(2) is the leaf of %.1f%% of CPU" % (
         100.0 * in_read / max(tot, 1)))
-    check(rooted >= 0.99 * tot and found["main_thread_only"] >= 0.95 * tot,
-          "%.1f%% of CPU rooted, %.1f%% under main_thread_only; outermost: %s" % (
-              100.0 * rooted / max(tot, 1), 100.0 * found["main_thread_only"] / max(tot, 1),
-              top_outer(outer, tot)))
-    return ("1 redirect after %d refusals; %d profiles; read(2) the leaf of %.1f%% of CPU; "
-            "%.1f%% rooted" % (c["refusals"], len(profs), 100.0 * in_read / max(tot, 1),
-                               100.0 * rooted / max(tot, 1)))
+    return "%d profiles; read(2) the leaf of %.1f%% of CPU; %.1f%% rooted" % (
+        len(profs), 100.0 * in_read / max(tot, 1), rooted_pct)
 
 
 def test_fork_child_of_an_idle_parent_builds_tables_and_stays_rooted(ctx):
     """A parent that never sampled (an idle pre-fork master) has neither its uploader
     thread nor unwind tables when it forks. Its child, computing in code without frame
-    pointers, starts its own thread from a safe point (walks complete from the start-up
+    pointers and polling between batches, starts its own thread at a poll (walks from the start-up
     modules' in-memory CFI), builds the tables, and every one of its profiles is rooted,
     the ones after its first upload included."""
-    out, stdout, c, _wall = run_single_threaded(ctx, "out", 3.3, {"OMITFP_FORK_AFTER": "0.3"})
-    check(c.get("uploader_started") == 1 and c.get("redirects") == 1 and
-          c.get("unwind_tables", 0) >= 3,
-          "the child should start its uploader from a safe point and build tables: %r" % stdout)
+    out, stdout, c, _wall = run_single_threaded(ctx, "out", 3.3, {"OMITFP_FORK_AFTER": "0.3",
+                                                                "OMITFP_POLL": "1"})
+    check(c.get("uploader_started") == 1 and c.get("unwind_tables", 0) >= 3,
+          "the child should start its uploader at a poll and build tables: %r" % stdout)
     # The parent may have one profile too, at its exit: its start-up CPU, or a sample
     # of its fork. The child is the later pid (no pid wrap in a test run).
     pids = sorted({int(os.path.basename(f).split("_")[1]) for f in profile_files(out)})
@@ -401,5 +404,5 @@ def test_fork_child_of_an_idle_parent_builds_tables_and_stays_rooted(ctx):
         shares.append(100.0 * rooted / max(tot, 1))
         check(rooted >= 0.98 * tot, "profile %d: %.1f%% of CPU rooted; outermost: %s" % (
             len(shares) - 1, shares[-1], top_outer(outer, tot)))
-    return "child: %d tables, 1 redirect; %d profiles rooted %s%%" % (
+    return "child: %d tables; %d profiles rooted %s%%" % (
         c["unwind_tables"], len(profs), "/".join("%.1f" % x for x in shares))

@@ -14,11 +14,14 @@
  * OMITFP_SYSCALLS=1 (with THREADS 0): the work is system calls instead, read(2) of
  * 16 MiB from /dev/zero in a loop, so that (almost) every sample arrives as a call
  * returns, in libc.
+ * OMITFP_POLL=1 (with THREADS 0): between two batches of work the program polls no
+ * descriptor (poll(2) with a zero timeout), as an event loop checks for events.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -95,7 +98,7 @@ static int count_threads(void)
 
 #define READ_BYTES (16u << 20)
 
-static int main_thread_only(bool syscalls)
+static int main_thread_only(bool syscalls, bool polls)
 {
 	int start = count_threads(), mid = -1;
 	uint64_t x = 1, acc = 0;
@@ -113,6 +116,8 @@ static int main_thread_only(bool syscalls)
 			for (int i = 0; i < 32; i++)
 				acc += omitfp_outer(x++);
 		}
+		if (polls)
+			poll(NULL, 0, 0);
 		if (mid < 0 && thread_cpu() >= seconds / 2)
 			mid = count_threads();
 	}
@@ -126,13 +131,9 @@ static int main_thread_only(bool syscalls)
 								 "ddprof_get_diagnostics");
 	struct ddprof_diagnostics d;
 	if (diag && diag(&d, sizeof(d)) == 0)
-		printf("uploader_started %llu redirects %llu refusals %llu boot_cfi_frames %llu "
-		       "unwind_tables %llu syscall_redirects %llu\n",
+		printf("uploader_started %llu boot_cfi_frames %llu unwind_tables %llu\n",
 		       (unsigned long long)d.uploader_started,
-		       (unsigned long long)d.safe_point_redirects,
-		       (unsigned long long)d.safe_point_refusals,
-		       (unsigned long long)d.boot_cfi_frames, (unsigned long long)d.unwind_tables,
-		       (unsigned long long)d.safe_point_syscall_redirects);
+		       (unsigned long long)d.boot_cfi_frames, (unsigned long long)d.unwind_tables);
 	printf("cpu_seconds %.6f\n", ts.tv_sec + ts.tv_nsec / 1e9);
 	return 0;
 }
@@ -158,7 +159,8 @@ int main(int argc, char **argv)
 	}
 	pthread_t t[64];
 	if (threads == 0)
-		return main_thread_only(getenv("OMITFP_SYSCALLS") != NULL);
+		return main_thread_only(getenv("OMITFP_SYSCALLS") != NULL,
+					getenv("OMITFP_POLL") != NULL);
 	if (threads < 1 || threads > 64)
 		return 2;
 	for (int i = 0; i < threads; i++)
