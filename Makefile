@@ -30,10 +30,12 @@ TOOL_LIB_SRCS := $(filter-out test/tools/pprof_dump.c,$(wildcard test/tools/*.c)
 TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # Built with their own flags below: shared objects, and code without frame pointers.
 WORKLOAD_SPECIAL := test/workloads/early_thread.c test/workloads/libchurn.c \
-	test/workloads/omitfp_threads.c test/workloads/stop_at_exit.c
+	test/workloads/omitfp_threads.c test/workloads/stop_at_exit.c \
+	test/workloads/libwrapcreate.c test/workloads/wrap_create.c
 WORKLOAD_SRCS := $(filter-out $(WORKLOAD_SPECIAL),$(wildcard test/workloads/*.c))
 WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%) \
-	$(BUILD)/workloads/omitfp_threads $(BUILD)/workloads/libchurn.so
+	$(BUILD)/workloads/omitfp_threads $(BUILD)/workloads/libchurn.so \
+	$(BUILD)/workloads/wrap_create
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
@@ -144,6 +146,17 @@ $(BUILD)/workloads/libchurn.so: test/workloads/libchurn.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) -shared -fPIC -O2 -g -fomit-frame-pointer -Wall -Werror $< -o $@
+
+# A library that wraps pthread_create under its own mutex, and its program.
+$(BUILD)/workloads/libwrapcreate.so: test/workloads/libwrapcreate.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O2 -g -pthread -Wall -Werror $< -o $@ -ldl
+
+$(BUILD)/workloads/wrap_create: test/workloads/wrap_create.c $(BUILD)/workloads/libwrapcreate.so
+	@echo "  CC      $@"
+	@$(CC) -O2 -g -fno-omit-frame-pointer -pthread -Wall -Werror $< -o $@ \
+		-L$(BUILD)/workloads -lwrapcreate -Wl,-rpath,'$$ORIGIN'
 
 $(BUILD)/workloads/libearly_thread.so: test/workloads/early_thread.c
 	@mkdir -p $(dir $@)

@@ -6,7 +6,8 @@
  * (libseccomp's way), or syscall(SYS_prctl, PR_SET_SECCOMP, ...), the profiler is told
  * (agent/sandbox.h): from then on it makes no new kind of system call in the threads
  * the filter covers. A filter for every thread (SECCOMP_FILTER_FLAG_TSYNC) covers the
- * profiler's own thread too: it is stopped first, without a final profile. A raw
+ * profiler's own thread too: it is stopped first, without a final profile; so is it
+ * before strict mode (see before_filter). A raw
  * syscall instruction (not through libc) is not seen: see README, Current limits.
  * Context: application threads, normal context (neither prctl nor syscall is
  * async-signal-safe).
@@ -51,10 +52,17 @@ void sandbox_guard_init(void)
 	next_fn("syscall", (void **)&next_syscall);
 }
 
-/* Before a filter is installed. all_threads: SECCOMP_FILTER_FLAG_TSYNC. */
-static void before_filter(bool all_threads)
+/* Before a filter is installed. all_threads: SECCOMP_FILTER_FLAG_TSYNC. strict:
+ * strict mode, where a forbidden call kills the calling thread only and a program ends
+ * with the exit system call of its last thread: a thread of ours left behind would
+ * keep the process alive forever. */
+static void before_filter(bool all_threads, bool strict)
 {
 	int saved = errno;
+	if (strict && !uploader_quiesce(QUIESCE_TIMEOUT_NS))
+		log_warn("the profiler's thread did not stop within %llu ms before seccomp "
+			 "strict mode; the process may outlive its last thread",
+			 QUIESCE_TIMEOUT_NS / 1000000ULL);
 	if (all_threads) {
 		if (!uploader_quiesce(QUIESCE_TIMEOUT_NS))
 			log_warn("the profiler's thread did not stop within %llu ms before a "
@@ -81,8 +89,8 @@ DDPROF_EXPORT int prctl(int option, ...)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (option == PR_SET_SECCOMP)
-		before_filter(false); /* prctl has no flags: the calling thread only */
+	if (option == PR_SET_SECCOMP) /* no flags: the calling thread only */
+		before_filter(false, a2 == SECCOMP_MODE_STRICT);
 	return f(option, a2, a3, a4, a5);
 }
 
@@ -105,8 +113,9 @@ DDPROF_EXPORT long syscall(long nr, ...)
 	if (nr == SYS_seccomp &&
 	    (a1 == SECCOMP_SET_MODE_STRICT || a1 == SECCOMP_SET_MODE_FILTER))
 		before_filter(a1 == SECCOMP_SET_MODE_FILTER &&
-			      ((unsigned long)a2 & SECCOMP_FILTER_FLAG_TSYNC));
+				  ((unsigned long)a2 & SECCOMP_FILTER_FLAG_TSYNC),
+			      a1 == SECCOMP_SET_MODE_STRICT);
 	else if (nr == SYS_prctl && a1 == PR_SET_SECCOMP)
-		before_filter(false);
+		before_filter(false, a2 == SECCOMP_MODE_STRICT);
 	return f(nr, a1, a2, a3, a4, a5, a6);
 }

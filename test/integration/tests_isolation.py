@@ -1,0 +1,257 @@
+"""Do no harm: programs that behave one way alone must behave the same under the agent.
+
+Each test runs a program that does something an injected profiler could break (a
+seccomp sandbox, its own SIGPROF, a signal reset, a pthread_create wrapper, a user
+namespace...) alone and under the agent, and compares. Workloads: build/workloads/harm
+(modes listed in test/workloads/harm.c) and wrap_create.
+"""
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import threading
+import time
+import urllib.request
+
+from itest import (LIB, PYTHON, WORKLOADS, check, dump, profile_files, run_profiled,
+                   value_index)
+from tests_fork import free_port
+
+HARM = os.path.join(WORKLOADS, "harm")
+
+
+def harm(ctx, args, env=None, preload=True, timeout=60):
+    """harm ARGS under the agent (1 kHz, profiles to ctx.dir/out every 0.5 s) or alone:
+    (rc, stdout, stderr, out dir)."""
+    out = os.path.join(ctx.dir, "out")
+    e = {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+         "DD_PROFILING_UPLOAD_PERIOD": "0.5"}
+    e.update(env or {})
+    rc, stdout, stderr, _cpu, _wall = run_profiled([HARM] + [str(a) for a in args], e,
+                                                   timeout=timeout, preload=preload)
+    return rc, stdout, stderr, out
+
+
+def test_seccomp_strict_program_finishes(ctx):
+    """A single-threaded program that computes (and polls once, which may start the
+    profiler's thread), enters seccomp strict mode, computes and ends with the exit
+    system call: alone and under the agent it writes its line and exits 0. Under the
+    old redirect it was killed (SIGKILL) at its first sample in strict mode; a thread
+    of ours left running would keep it alive forever after its exit."""
+    for preload in (False, True):
+        t0 = time.monotonic()
+        rc, stdout, stderr, _out = harm(ctx, ["strict", 1.0], preload=preload, timeout=20)
+        wall = time.monotonic() - t0
+        check(rc == 0 and "strict ok" in stdout,
+              "%s: exit %d, %r %r" % ("agent" if preload else "alone", rc, stdout,
+                                      stderr[-300:]))
+        check(wall < 5, "the strict program took %.1f s" % wall)
+    return "exit 0 alone and under the agent (%.2f s)" % wall
+
+
+def test_seccomp_allowlist_fork_children_all_exit_0(ctx):
+    """20 fork children each install an allow-list seccomp filter (read, write, brk,
+    mmap, munmap, futex, clock_gettime, rt_sigprocmask, rt_sigreturn, getpid, close,
+    exit; anything else kills the process) and compute 0.1 s at 1 kHz sampling: all 20
+    exit 0 (the handler's gettid, process_vm_readv and a thread start from a sampled
+    child used to kill them), and the parent's profile is there."""
+    rc, stdout, stderr, out = harm(ctx, ["allowlist", 20, 0.1])
+    m = re.search(r"children (\d+) ok (\d+) signaled (\d+) \(([0-9,]*)\)", stdout)
+    check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+    n, ok, sig = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    check(ok == 20 and sig == 0, "%d of %d children exited 0, %d died of signals %s"
+          % (ok, n, sig, m.group(4)))
+    check(profile_files(out), "no profile written by the parent")
+    return "20/20 children exit 0"
+
+
+def test_sigdfl_child_is_not_killed_by_our_timer(ctx):
+    """A fork child that resets every signal to SIG_DFL, as a daemon does before exec,
+    then computes 0.3 s at 1 kHz sampling, exits 0: the reset is virtual for the
+    sampling signal (it used to die of SIGPROF, 'Profiling timer expired')."""
+    rc, stdout, stderr, _out = harm(ctx, ["sigdfl", 0.3])
+    m = re.search(r"child exit (-?\d+) signal (\d+)", stdout)
+    check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+    check(m.group(1) == "0" and m.group(2) == "0",
+          "the child exited %s, signal %s" % (m.group(1), m.group(2)))
+    return "child exit 0"
+
+
+def test_application_sigprof_gets_its_own_signals_and_we_keep_profiling(ctx):
+    """A program with its own SIGPROF handler and setitimer(ITIMER_PROF) at 200 Hz,
+    computing 1.5 s: its handler gets as many signals as alone (medians of 3 runs
+    within 10%), reads back its own handler, and our profile still holds the process's
+    CPU within 5% (ours flooded its handler, 3.5 times its count, and stopped)."""
+    counts = {False: [], True: []}
+    accuracy = []
+    for _ in range(3):
+        for preload in (False, True):
+            shutil.rmtree(os.path.join(ctx.dir, "out"), ignore_errors=True)
+            rc, stdout, stderr, out = harm(ctx, ["sigprof", 200, 1.5], preload=preload)
+            m = re.search(r"sigprof (\d+) handler_seen (\d)", stdout)
+            check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+            check(m.group(2) == "1", "sigaction did not read back the program's handler")
+            counts[preload].append(int(m.group(1)))
+            if preload:
+                files = profile_files(out)
+                check(files, "no profile under the agent: %r" % stderr[-300:])
+                profs = dump(files)
+                ti = value_index(profs[0], "cpu-time")
+                got = sum(p["totals"][ti] for p in profs) / 1e9
+                used = float(re.search(r"cpu_seconds ([0-9.]+)", stdout).group(1))
+                accuracy.append(got / used)
+    alone, agent = statistics.median(counts[False]), statistics.median(counts[True])
+    check(abs(agent / alone - 1) <= 0.10, "its handler got %s signals under the agent, %s "
+          "alone" % (counts[True], counts[False]))
+    for a in accuracy:
+        check(abs(a - 1) <= 0.05, "profiles hold %.3f of the process's CPU" % a)
+    return "signals alone %s, under the agent %s; profile/CPU %s" % (
+        counts[False], counts[True], " ".join("%.3f" % a for a in accuracy))
+
+
+def test_raw_rt_sigaction_takeover_stops_sampling(ctx):
+    """A program that installs its own SIGPROF handler with the rt_sigaction system call
+    (bypassing libc, as the Go runtime does) gets our timer signals only until the next
+    upload period (0.5 s) notices: none in the last second of its run, it exits 0, and
+    one warning says why profiling stopped."""
+    rc, stdout, stderr, _out = harm(ctx, ["rawsig", 4.0])
+    m = re.search(r"rawsig early (\d+) late (\d+)", stdout)
+    check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+    check(int(m.group(2)) == 0, "%s of our timer signals reached its handler in the last "
+          "second (%s in the second before)" % (m.group(2), m.group(1)))
+    warnings = [l for l in stderr.splitlines() if "replaced the handler" in l]
+    check(len(warnings) == 1, "expected one warning, got: %r" % stderr[-500:])
+    return "timer signals in its handler: %s, then %s" % (m.group(1), m.group(2))
+
+
+def test_pthread_create_wrapper_holding_its_lock_finishes(ctx):
+    """A program whose library wraps pthread_create under its own mutex computes for
+    1 s holding that mutex and polling between batches (where the profiler starts its
+    thread): it finishes, its wrapper still made its two threads, and its profile is
+    there. The profiler's thread comes from libc's pthread_create, never the wrapper
+    (the old redirect called the wrapper on the interrupted thread and hung it for
+    good, every signal blocked)."""
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, _cpu, wall = run_profiled(
+        [os.path.join(WORKLOADS, "wrap_create"), "1"],
+        {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+         "DD_PROFILING_UPLOAD_PERIOD": "0.5"}, timeout=20)
+    check(rc == 0 and "wrapped 2" in stdout, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+    profs = dump(profile_files(out))
+    check(len(profs) >= 2, "%d profiles in %.1f s with a 0.5 s period" % (len(profs), wall))
+    return "finished in %.1f s, %d profiles" % (wall, len(profs))
+
+
+def test_unshare_newuser_after_computing(ctx):
+    """A single-threaded program that computes and then calls unshare(CLONE_NEWUSER)
+    succeeds as it does alone (the kernel refuses it to a multi-threaded process: the
+    profiler must not have made it one)."""
+    results = []
+    for preload in (False, True):
+        rc, stdout, stderr, _out = harm(ctx, ["unshare", 0.5], preload=preload)
+        m = re.search(r"unshare rc (-?\d+) errno (\d+)", stdout)
+        check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+        results.append((int(m.group(1)), int(m.group(2))))
+    check(results[1] == results[0], "unshare alone %s, under the agent %s" % tuple(results))
+    return "unshare rc/errno alone %s, under the agent %s" % tuple(results)
+
+
+GUNICORN_PRELOAD_APP = '''
+def burn(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+def application(environ, start_response):
+    burn(20000)
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+    return [b"ok\\n"]
+'''
+
+
+def test_gunicorn_preload_sync_workers_upload_every_period(ctx):
+    """gunicorn --preload with 2 sync workers (forked from a single-threaded master that
+    loaded the application; no dlopen after the fork): under 8 s of requests with a 1 s
+    period, each worker uploads at least 4 profiles while it lives (it starts its
+    thread at its first accept or select after a sample)."""
+    out = os.path.join(ctx.dir, "out")
+    with open(os.path.join(ctx.dir, "papp.py"), "w") as f:
+        f.write(GUNICORN_PRELOAD_APP)
+    port = free_port()
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
+            del env[k]
+    env.update({"LD_PRELOAD": LIB, "DD_PROFILING_OUTPUT_DIR": out,
+                "DD_PROFILING_UPLOAD_PERIOD": "1"})
+    master = subprocess.Popen(
+        [PYTHON, "-m", "gunicorn", "--preload", "-w", "2", "-k", "sync",
+         "-b", "127.0.0.1:%d" % port, "--chdir", ctx.dir, "papp:application"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = "http://127.0.0.1:%d/" % port
+    served = 0
+    errors = []
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                break
+            except OSError:
+                if master.poll() is not None:
+                    raise AssertionError("gunicorn exited: %s"
+                                         % master.stderr.read().decode()[-1000:])
+                check(time.monotonic() < deadline, "gunicorn did not answer within 30 s")
+                time.sleep(0.1)
+        workers = sorted(p for p in _children(master.pid))
+        stop = time.monotonic() + 8
+        lock = threading.Lock()
+
+        def client():
+            nonlocal served
+            while time.monotonic() < stop:
+                try:
+                    urllib.request.urlopen(url, timeout=10).read()
+                    with lock:
+                        served += 1
+                except Exception as e:  # noqa: BLE001 - every failure is reported
+                    with lock:
+                        errors.append(repr(e))
+
+        clients = [threading.Thread(target=client) for _ in range(3)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        # Profiles written while the workers live: before the master stops them.
+        by_pid = {}
+        for f in profile_files(out):
+            by_pid.setdefault(int(os.path.basename(f).split("_")[1]), []).append(f)
+        master.send_signal(signal.SIGTERM)
+        master.wait(timeout=30)
+    finally:
+        if master.poll() is None:
+            master.kill()
+            master.wait()
+    check(not errors, "%d requests failed: %s" % (len(errors), errors[:3]))
+    check(len(workers) == 2, "workers: %s" % workers)
+    counts = {w: len(by_pid.get(w, [])) for w in workers}
+    for w, n in counts.items():
+        check(n >= 4, "worker %d uploaded %d profiles in 8 s with a 1 s period (all: %s)"
+              % (w, n, counts))
+    return "%d requests; profiles per worker while live: %s" % (served, counts)
+
+
+def _children(ppid):
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == ppid:
+                        kids.append(int(d))
+            except OSError:
+                pass
+    return kids

@@ -1,0 +1,325 @@
+/*
+ * harm.c - programs that a profiler injected into them must not change: each mode does
+ * something an agent could break, and prints what it saw.
+ *
+ * usage: harm MODE [ARGS]
+ *  strict SECONDS       computes, polls once (a profiler may start a thread then), enters
+ *                       seccomp strict mode, computes again, writes "strict ok" and ends
+ *                       with the exit system call (the only way strict mode allows).
+ *  allowlist N SECONDS  forks N children one after another; each installs an allow-list
+ *                       seccomp filter (OpenSSH's privilege-separation shape: everything
+ *                       not listed kills the process), computes SECONDS, writes a line
+ *                       and exits; prints "children N ok K signaled S (sig list)".
+ *  sigdfl SECONDS       forks a child that resets every signal to SIG_DFL (daemon hygiene
+ *                       before exec) and computes SECONDS; prints "child exit E signal S".
+ *  sigprof HZ SECONDS   installs its own SIGPROF handler and setitimer(ITIMER_PROF) at HZ,
+ *                       computes SECONDS; prints "sigprof N cpu_seconds C" (N: signals its
+ *                       handler got) and "handler_seen H" (what sigaction reads back).
+ *  rawsig SECONDS       computes SECONDS/2 polling between batches (a profiler starts its
+ *                       thread), then installs a SIGPROF handler with the rt_sigaction
+ *                       system call (not libc) and computes SECONDS/2 more; prints
+ *                       "rawsig early E late L": timer signals (SI_TIMER) its handler got
+ *                       in the first and the second half of that second part.
+ *  unshare SECONDS      computes SECONDS, then unshare(CLONE_NEWUSER); prints
+ *                       "unshare rc R errno E".
+ *  status               prints "status S threads T" (ddprof_status(), or 1 without the
+ *                       agent, and the process's threads).
+ * Every mode's compute loop is harm_burn. Prints "cpu_seconds C" last (process CPU).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double process_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static volatile uint64_t sink;
+
+__attribute__((noinline)) static uint64_t harm_burn(uint64_t x)
+{
+	for (int i = 0; i < 20000; i++)
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+	return x;
+}
+
+/* Computes for SECONDS of this thread's CPU; poll_each: a zero-timeout poll between
+ * batches. */
+static void compute(double seconds, int poll_each)
+{
+	double end = thread_cpu() + seconds;
+	uint64_t x = 1;
+	while (thread_cpu() < end) {
+		for (int i = 0; i < 8; i++)
+			x = harm_burn(x);
+		if (poll_each)
+			poll(NULL, 0, 0);
+	}
+	sink = x;
+}
+
+static void say(const char *s)
+{
+	ssize_t n = write(1, s, strlen(s));
+	(void)n;
+}
+
+static int mode_strict(double seconds)
+{
+	/* Strict mode allows no clock read: the second half is a batch count measured
+	 * in the first. */
+	compute(seconds / 2, 1);
+	uint64_t x = 1, batches = 0;
+	double t1 = thread_cpu(), t2;
+	while ((t2 = thread_cpu()) - t1 < 0.05)
+		x = harm_burn(x), batches++;
+	batches = (uint64_t)((double)batches * (seconds / 2) / (t2 - t1));
+	fflush(stdout);
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT) != 0) {
+		printf("strict unavailable %d\n", errno);
+		return 3;
+	}
+	for (uint64_t i = 0; i < batches; i++)
+		x = harm_burn(x);
+	sink = x;
+	say("strict ok\n");
+	syscall(SYS_exit, 0);
+	return 0;
+}
+
+#define ALLOW(name)                                                                        \
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_##name, 0, 1),                            \
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+
+static int install_allowlist(void)
+{
+	struct sock_filter f[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    ALLOW(read),
+	    ALLOW(write),
+	    ALLOW(brk),
+	    ALLOW(mmap),
+	    ALLOW(munmap),
+	    ALLOW(futex),
+	    ALLOW(clock_gettime),
+	    ALLOW(rt_sigprocmask),
+	    ALLOW(rt_sigreturn),
+	    ALLOW(getpid),
+	    ALLOW(close),
+	    ALLOW(exit),
+	    ALLOW(exit_group),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	};
+	struct sock_fprog prog = {(unsigned short)(sizeof(f) / sizeof(f[0])), f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+static int mode_allowlist(int n, double seconds)
+{
+	compute(0.3, 1);
+	int ok = 0, signaled = 0;
+	char sigs[256] = "";
+	for (int i = 0; i < n; i++) {
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid < 0)
+			return 3;
+		if (pid == 0) {
+			if (install_allowlist() != 0)
+				_exit(5);
+			compute(seconds, 0);
+			say("child done\n");
+			exit(0);
+		}
+		int st;
+		waitpid(pid, &st, 0);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			ok++;
+		if (WIFSIGNALED(st)) {
+			signaled++;
+			size_t l = strlen(sigs);
+			snprintf(sigs + l, sizeof(sigs) - l, "%s%d", l ? "," : "", WTERMSIG(st));
+		}
+	}
+	printf("children %d ok %d signaled %d (%s)\n", n, ok, signaled, sigs);
+	return 0;
+}
+
+static int mode_sigdfl(double seconds)
+{
+	compute(0.2, 1);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		return 3;
+	if (pid == 0) {
+		for (int s = 1; s < NSIG; s++)
+			if (s != SIGKILL && s != SIGSTOP)
+				signal(s, SIG_DFL);
+		compute(seconds, 0);
+		exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	printf("child exit %d signal %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+	       WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	return 0;
+}
+
+static volatile long app_sigprof;
+
+static void on_sigprof(int sig)
+{
+	(void)sig;
+	app_sigprof++;
+}
+
+static int mode_sigprof(int hz, double seconds)
+{
+	struct sigaction sa, back;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigprof;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGPROF, &sa, NULL) != 0)
+		return 3;
+	sigaction(SIGPROF, NULL, &back);
+	struct itimerval it = {{0, 1000000 / hz}, {0, 1000000 / hz}};
+	if (setitimer(ITIMER_PROF, &it, NULL) != 0)
+		return 4;
+	compute(seconds, 1);
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_PROF, &off, NULL);
+	printf("sigprof %ld handler_seen %d\n", app_sigprof, back.sa_handler == on_sigprof);
+	return 0;
+}
+
+/* The rt_sigaction system call's own struct, and a restorer of our own: what a runtime
+ * that bypasses libc (Go's) does. */
+struct kernel_sigaction {
+	void *handler;
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
+void harm_restore_rt(void);
+__asm__(".text\n"
+	".globl harm_restore_rt\n"
+	"harm_restore_rt:\n"
+	"mov $15, %rax\n" /* rt_sigreturn */
+	"syscall\n");
+
+static volatile int raw_phase;
+static volatile long raw_timer_signals[2];
+
+static void on_raw(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	if (si->si_code == SI_TIMER)
+		raw_timer_signals[raw_phase]++;
+}
+
+static int mode_rawsig(double seconds)
+{
+	compute(seconds / 2, 1);
+	struct kernel_sigaction k = {(void *)on_raw, SA_SIGINFO | SA_RESTART | 0x04000000,
+				     harm_restore_rt, 0};
+	if (syscall(SYS_rt_sigaction, SIGPROF, &k, NULL, 8) != 0)
+		return 3;
+	compute(seconds / 4, 1);
+	raw_phase = 1;
+	compute(seconds / 4, 1);
+	printf("rawsig early %ld late %ld\n", raw_timer_signals[0], raw_timer_signals[1]);
+	return 0;
+}
+
+static int mode_unshare(double seconds)
+{
+	compute(seconds, 0);
+	int rc = unshare(CLONE_NEWUSER);
+	printf("unshare rc %d errno %d\n", rc, rc ? errno : 0);
+	return 0;
+}
+
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static int mode_status(void)
+{
+	compute(0.2, 1);
+	int (*status)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "ddprof_status");
+	printf("status %d threads %d\n", status ? status() : 1, count_threads());
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: harm MODE [ARGS]\n");
+		return 2;
+	}
+	const char *m = argv[1];
+	double a2 = argc > 2 ? atof(argv[2]) : 0, a3 = argc > 3 ? atof(argv[3]) : 0;
+	int rc;
+	if (!strcmp(m, "strict"))
+		return mode_strict(a2);
+	else if (!strcmp(m, "allowlist"))
+		rc = mode_allowlist((int)a2, a3);
+	else if (!strcmp(m, "sigdfl"))
+		rc = mode_sigdfl(a2);
+	else if (!strcmp(m, "sigprof"))
+		rc = mode_sigprof((int)a2, a3);
+	else if (!strcmp(m, "rawsig"))
+		rc = mode_rawsig(a2);
+	else if (!strcmp(m, "unshare"))
+		rc = mode_unshare(a2);
+	else if (!strcmp(m, "status"))
+		rc = mode_status();
+	else
+		return 2;
+	printf("cpu_seconds %.6f\n", process_cpu());
+	return rc;
+}
