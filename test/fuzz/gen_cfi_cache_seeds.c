@@ -55,8 +55,8 @@ static void write_tiny(const char *path, uint32_t version, size_t cut)
 	    {.pc = 0x1040, .kind = CFI_NONE},
 	};
 	uint32_t page[2] = {0, 1};
-	struct cfi_table t = {.base = 0x1000, .rows = rows, .nrows = 3, .page = page,
-			      .npages = 2, .fdes = 1};
+	struct cfi_table t = {
+	    .base = 0x1000, .rows = rows, .nrows = 3, .page = page, .npages = 2, .fdes = 1};
 	struct cfi_cache_key k;
 	if (!cfi_cache_key_of(LIBM, &k))
 		die(LIBM);
