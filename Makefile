@@ -181,8 +181,8 @@ TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table
 	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c agent/elf_image.c \
 	agent/sampler.c agent/stack_bounds.c agent/stack_ranges.c \
 	agent/unwind_dwarf.c agent/thread_start.c agent/threads.c common/hashmap.c \
-	agent/cfi_cache.c common/fs_util.c agent/boot_cfi.c agent/cfi_lookup.c agent/cfi_decode.c \
-	agent/app_signals.c agent/sandbox.c
+	agent/cfi_cache.c agent/cfi_cache_file.c common/fs_util.c agent/boot_cfi.c agent/cfi_lookup.c \
+	agent/cfi_decode.c agent/app_signals.c agent/sandbox.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
 	@set -e; for t in $(TSAN_TESTS); do \

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 
 #include "common/str_join.h"
 
@@ -36,8 +37,6 @@
 #define WHY_MAX 256
 /* Room for a size printed by fmt_size. */
 #define NUM_BUF 32
-/* First real-time signal of the kernel; glibc keeps those below SIGRTMIN for itself. */
-#define KERNEL_SIGRTMIN 32
 #define AUTO_SIGNAL_TEXT "0 (automatic: SIGPROF unless taken)"
 
 struct loader {
@@ -221,17 +220,20 @@ static int parse_signal(const char *s)
 	return -1;
 }
 
-/* Signals the profiler must never take: fatal faults (a handler would hide crashes),
- * job control, uncatchable ones, and those glibc reserves for threads and setxid. */
-static bool signal_refused(int signo)
+/*
+ * The signals the profiler may sample with: SIGPROF, which exists for profiling, and the
+ * real-time signals glibc leaves to applications (SIGRTMIN..SIGRTMAX; SIGRTMIN is read
+ * at run time: glibc keeps the kernel's first two or three for its threads and setxid).
+ * Every other signal means something to the program or the kernel: a fault (SEGV, BUS,
+ * FPE, ILL, TRAP, and SYS from seccomp), a request to end, stop or resume it (INT,
+ * TERM, HUP, QUIT, ABRT, KILL, STOP, TSTP, TTIN, TTOU, CONT, PIPE, XCPU, XFSZ), news it
+ * may wait for (CHLD, WINCH, URG, IO, PWR), or a signal it may arm or handle itself,
+ * after our constructor ran (ALRM, VTALRM, USR1, USR2, STKFLT): taking one would hide
+ * crashes, or run the program's own handler at every sample.
+ */
+static bool signal_allowed(int signo)
 {
-	static const int refused[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS,  SIGILL,  SIGFPE,
-				      SIGABRT, SIGCHLD, SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU};
-	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-		if (signo == refused[i])
-			return true;
-	}
-	return signo >= KERNEL_SIGRTMIN && signo < SIGRTMIN;
+	return signo == SIGPROF || (signo >= SIGRTMIN && signo <= SIGRTMAX);
 }
 
 static const struct {
@@ -321,10 +323,11 @@ static void load_signal(struct loader *ld, struct config *out)
 			 "is not a signal number in 0..%d or a name such as SIGPROF or "
 			 "SIGRTMIN+3; using the default " AUTO_SIGNAL_TEXT,
 			 SIGRTMAX);
-	else if (signal_refused(signo))
+	else if (signo != 0 && !signal_allowed(signo))
 		warn_bad(ld, v,
-			 "is a signal the profiler must not take (fault, job control or "
-			 "glibc-internal); using the default " AUTO_SIGNAL_TEXT);
+			 "is neither SIGPROF nor a real-time signal (%d..%d): other signals "
+			 "mean something to the program; using the default " AUTO_SIGNAL_TEXT,
+			 SIGRTMIN, SIGRTMAX);
 	else
 		out->signal = signo;
 }
@@ -387,29 +390,32 @@ static void load_unwind_cache_dir(struct loader *ld, struct config *out)
 }
 
 /* DD_TAGS, PYROSCOPE_TAGS: entries separated by commas and/or blanks; key:value kept,
- * key=value turned into key:value; entries lacking a key or a value are dropped with a
- * warning each. */
+ * key=value turned into key:value. Entries lacking a key or a value are dropped, and so
+ * is every entry from the first that does not fit in size bytes once normalized: one
+ * warning for the variable says how many of each (with the first of each quoted). */
 static void load_tag_list(struct loader *ld, const char *name, char *dst, size_t size)
 {
 	static const char seps[] = ", \t\n";
 	const char *v = lookup(ld, name);
-	char q[QUOTE_BUF];
-	size_t used = 0;
+	size_t used = 0, entries = 0, malformed = 0, over = 0;
+	const char *first_bad = NULL, *first_over = NULL;
+	size_t first_bad_len = 0, first_over_len = 0;
 	if (!v)
 		return;
 	for (const char *p = v + strspn(v, seps); *p; p += strspn(p, seps)) {
 		size_t len = strcspn(p, seps);
 		size_t key = strcspn(p, ":=");
+		entries++;
 		if (key == 0 || key + 1 >= len) {
-			log_warn("%s entry \"%s\" is not key:value or key=value; dropping it",
-				 ld->name, quote(q, p, len));
-			ld->warnings++;
-		} else if (used + (used > 0) + len >= size) {
-			log_warn("%s is longer than %zu bytes once normalized; dropping the tags "
-				 "from \"%s\" on",
-				 ld->name, size - 1, quote(q, p, len));
-			ld->warnings++;
-			break;
+			if (malformed++ == 0) {
+				first_bad = p;
+				first_bad_len = len;
+			}
+		} else if (over > 0 || used + (used > 0) + len >= size) {
+			if (over++ == 0) {
+				first_over = p;
+				first_over_len = len;
+			}
 		} else {
 			if (used > 0)
 				dst[used++] = ',';
@@ -420,6 +426,20 @@ static void load_tag_list(struct loader *ld, const char *name, char *dst, size_t
 		}
 		p += len;
 	}
+	if (malformed == 0 && over == 0)
+		return;
+	char q1[QUOTE_BUF] = "", q2[QUOTE_BUF] = "", why1[WHY_MAX] = "", why2[WHY_MAX] = "";
+	if (malformed)
+		snprintf(why1, sizeof(why1), "%zu not key:value or key=value (the first: \"%s\")",
+			 malformed, quote(q1, first_bad, first_bad_len));
+	if (over)
+		snprintf(why2, sizeof(why2),
+			 "%s%zu past the %zu-byte limit once normalized (from \"%s\" on)",
+			 malformed ? ", " : "", over, size - 1,
+			 quote(q2, first_over, first_over_len));
+	log_warn("%s: dropped %zu of %zu entries: %s%s; using the other %zu", ld->name,
+		 malformed + over, entries, why1, why2, entries - malformed - over);
+	ld->warnings++;
 }
 
 /* A duration in seconds (decimals allowed) within [min_ns, max_ns]. */
@@ -687,10 +707,22 @@ void config_defaults(struct config *out)
 
 int config_load(struct config *out, config_getenv_fn get)
 {
+	return config_load_with(out, get, getauxval(AT_SECURE) != 0);
+}
+
+int config_load_with(struct config *out, config_getenv_fn get, bool secure_execution)
+{
 	struct loader ld = {.get = get ? get : env_getenv, .warnings = 0};
 	char mem[NUM_BUF];
 
 	set_defaults(out); /* on a zero-filled *out: see config.h */
+	if (secure_execution) {
+		/* The environment is the invoker's, not the program owner's: nothing of it is
+		 * read, nothing printed (the threshold is the default, warn). */
+		out->enabled = false;
+		log_debug("config: secure execution (AT_SECURE): the agent stays off");
+		return 0;
+	}
 	load_log_level(&ld, out); /* first: it decides whether the other warnings print */
 	out->enabled = load_bool(&ld, "DD_PROFILING_ENABLED", out->enabled);
 	load_cpu_hz(&ld, out);

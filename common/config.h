@@ -5,8 +5,10 @@
  * in libddprof calls getenv. The result is one immutable struct.
  * Context: called once from the constructor (application's main thread, before main),
  * and from unit tests with a fake environment.
- * Invariant: each bad value yields one warning (DD_TAGS: one per dropped entry) naming
- * the variable and the default used, and the default is used; parsing never fails.
+ * Invariant: each bad variable yields one warning naming it and the default used (a
+ * tag list: one line giving how many entries were dropped), and the default is used;
+ * parsing never fails. In secure execution (AT_SECURE: setuid, setgid, file
+ * capabilities) no variable is read and the agent is off.
  * config_load also applies DD_PROFILING_LOG_LEVEL (log_set_level) before warning, so
  * at level "error" warnings are counted but not printed.
  */
@@ -58,7 +60,9 @@ struct config {
 	 * $HOME/.cache/libddprof, else off (agent/cfi_cache.h). */
 	char unwind_cache_dir[CONFIG_PATH_MAX];
 	uint64_t max_memory; /* DD_PROFILING_MAX_MEMORY, bytes; suffixes K, M, G (and KiB..) */
-	int signal; /* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else signo */
+	/* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else SIGPROF or a signo
+	 * in SIGRTMIN..SIGRTMAX (config.c: signal_allowed) */
+	int signal;
 	enum log_level log_level;     /* DD_PROFILING_LOG_LEVEL: error|warn(ing)|info|debug */
 	char service[CONFIG_TAG_MAX]; /* DD_SERVICE */
 	char env[CONFIG_TAG_MAX];     /* DD_ENV */
@@ -104,14 +108,18 @@ struct config {
 typedef const char *(*config_getenv_fn)(const char *name);
 
 /*
- * Fills *out from the variables get() returns. Never fails: each bad value logs one
- * warning naming the variable and the default, and the default is used. Returns the
- * number of warnings given (0 when every value was valid).
+ * Fills *out from the variables get() returns. Never fails: each bad variable logs one
+ * warning naming it and the default, and the default is used. Returns the number of
+ * warnings given (0 when every value was valid). In a process running in secure
+ * execution (getauxval(AT_SECURE): a setuid or setgid program, file capabilities), the
+ * environment is whoever started it: nothing is read, nothing printed, and
+ * out->enabled is false (config_load_with decides that from its argument, for tests).
  * *out must be zero-filled (static storage is): only the fields that are not zero are
  * written, so the constructor touches only their pages of this ~12 KiB struct (each
  * page a process touches first costs it a fault: 3 to 4 faults fewer at start-up).
  */
 int config_load(struct config *out, config_getenv_fn get);
+int config_load_with(struct config *out, config_getenv_fn get, bool secure_execution);
 
 /* dst = src without a "user:password@" part (which may hold a secret), for logs. */
 const char *config_redact_url(char dst[CONFIG_URL_MAX], const char *src);

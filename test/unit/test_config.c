@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #define MIB (1ULL << 20)
@@ -320,14 +321,12 @@ START_TEST(test_bad_max_memory_warns_once_and_uses_default)
 }
 END_TEST
 
-START_TEST(test_signal_accepts_numbers_and_names)
+START_TEST(test_signal_accepts_sigprof_and_realtime_signals)
 {
 	const struct {
 		const char *in;
 		int signo;
 	} ok[] = {
-	    {"SIGUSR2", 12},
-	    {"usr2", SIGUSR2},
 	    {"PROF", SIGPROF},
 	    {"sigprof", SIGPROF},
 	    {"27", 27},
@@ -345,14 +344,26 @@ START_TEST(test_signal_accepts_numbers_and_names)
 		ck_assert_msg(cfg.signal == ok[i].signo, "SIGNAL=\"%s\": expected %d, seen %d",
 			      ok[i].in, ok[i].signo, cfg.signal);
 	}
+	/* Every real-time signal glibc leaves to applications, by number. */
+	char num[16];
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++) {
+		snprintf(num, sizeof(num), "%d", sig);
+		load_one_good(&cfg, "DD_PROFILING_SIGNAL", num);
+		ck_assert_int_eq(cfg.signal, sig);
+	}
 }
 END_TEST
 
+/* Signals that would change how the program stops or runs: by name, and every number
+ * below SIGRTMIN but SIGPROF's (glibc's reserved real-time signals included). */
 START_TEST(test_refused_signal_warns_once_and_uses_auto)
 {
 	static const char *const bad[] = {
-	    "9",      "SIGKILL", "STOP",    "SIGSEGV", "7",	  "SIGILL",  "SIGFPE", "SIGABRT",
-	    "SIGIOT", "SIGCHLD", "SIGCONT", "SIGTSTP", "SIGTTIN", "SIGTTOU", "32",     "33",
+	    "SIGINT",  "SIGTERM",   "SIGHUP",  "SIGQUIT",   "SIGKILL", "9",	   "STOP",
+	    "SIGSEGV", "SIGBUS",    "SIGFPE",  "SIGILL",    "SIGCHLD", "SIGPIPE",  "SIGCONT",
+	    "SIGTSTP", "SIGTTIN",   "SIGTTOU", "SIGABRT",   "SIGIOT",  "SIGTRAP",  "SIGSYS",
+	    "SIGALRM", "SIGVTALRM", "SIGUSR1", "usr2",	    "SIGURG",  "SIGWINCH", "SIGIO",
+	    "SIGXCPU", "SIGXFSZ",   "SIGPWR",  "SIGSTKFLT", "32",      "33",
 	};
 	struct config cfg;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -362,6 +373,15 @@ START_TEST(test_refused_signal_warns_once_and_uses_auto)
 	}
 	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_PROFILING_SIGNAL=\"33\""));
 	ck_assert_ptr_nonnull(strstr(seen_stderr, "using the default 0 (automatic"));
+	char num[16];
+	for (int sig = 1; sig < SIGRTMIN; sig++) {
+		if (sig == SIGPROF)
+			continue;
+		snprintf(num, sizeof(num), "%d", sig);
+		load_one_bad(&cfg, "DD_PROFILING_SIGNAL", num);
+		ck_assert_msg(cfg.signal == 0, "SIGNAL=%d: expected auto (0), seen %d", sig,
+			      cfg.signal);
+	}
 }
 END_TEST
 
@@ -482,7 +502,8 @@ START_TEST(test_tags_are_normalized_to_key_colon_value)
 	struct config cfg;
 	load_one_bad(&cfg, "DD_TAGS", "a:b, c=d,,e");
 	ck_assert_str_eq(cfg.tags, "a:b,c:d");
-	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_TAGS entry \"e\""));
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_TAGS: dropped 1 of 3 entries: 1 not "
+						  "key:value or key=value (the first: \"e\")"));
 	load_one_good(&cfg, "DD_TAGS", "  team:prof\tregion=eu  ,zone:a ");
 	ck_assert_str_eq(cfg.tags, "team:prof,region:eu,zone:a");
 }
@@ -496,12 +517,19 @@ START_TEST(test_tag_value_may_contain_separators)
 }
 END_TEST
 
-START_TEST(test_tags_without_key_or_value_are_dropped_with_a_warning_each)
+START_TEST(test_tags_without_key_or_value_are_dropped_with_one_warning)
 {
 	struct config cfg;
-	fake_set("DD_TAGS", ":v k: e= ok:1 =x");
-	ck_assert_int_eq(load(&cfg), 4);
+	load_one_bad(&cfg, "DD_TAGS", ":v k: e= ok:1 =x");
 	ck_assert_str_eq(cfg.tags, "ok:1");
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_TAGS: dropped 4 of 5 entries: 4 not"));
+	/* Ten bad entries among two good ones: one line, naming DD_TAGS and the count. */
+	load_one_bad(&cfg, "DD_TAGS", "a:1 b c d e f g h i j k z=2");
+	ck_assert_str_eq(cfg.tags, "a:1,z:2");
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_TAGS: dropped 10 of 12 entries: 10 not "
+						  "key:value or key=value (the first: \"b\"); "
+						  "using the other 2"));
+	ck_assert_ptr_eq(strchr(seen_stderr, '\n'), seen_stderr + strlen(seen_stderr) - 1);
 }
 END_TEST
 
@@ -512,11 +540,21 @@ START_TEST(test_tags_overflow_keeps_whole_tags_and_warns_once)
 	size_t n = 0;
 	while (n + sizeof("key:value,") < sizeof(tags)) /* ten bytes a tag */
 		n += (size_t)sprintf(tags + n, "key:value,");
+	strcpy(tags + n, "bad"); /* and one malformed entry: still one line */
 	load_one_bad(&cfg, "DD_TAGS", tags);
 	size_t len = strlen(cfg.tags);
 	ck_assert_uint_le(len, CONFIG_TAGS_MAX - 1);
 	ck_assert_uint_eq((len + 1) % 10, 0); /* whole "key:value" tags only */
 	ck_assert_uint_gt(len, CONFIG_TAGS_MAX - 11);
+	size_t kept = (len + 1) / 10, total = n / 10 + 1;
+	char want[320];
+	snprintf(want, sizeof(want),
+		 "DD_TAGS: dropped %zu of %zu entries: 1 not key:value or key=value (the first: "
+		 "\"bad\"), %zu past the %d-byte limit once normalized (from \"key:value\" on); "
+		 "using the other %zu",
+		 total - kept, total, total - kept - 1, CONFIG_TAGS_MAX - 1, kept);
+	ck_assert_msg(strstr(seen_stderr, want) != NULL, "expected \"%s\" in \"%s\"", want,
+		      seen_stderr);
 }
 END_TEST
 
@@ -538,11 +576,64 @@ START_TEST(test_each_bad_variable_adds_one_warning)
 	fake_set("DD_PROFILING_MAX_MEMORY", "1T");
 	fake_set("DD_PROFILING_SIGNAL", "SIGKILL");
 	fake_set("DD_PROFILING_LOG_LEVEL", "loud");
-	fake_set("DD_TAGS", "e");
+	fake_set("DD_TAGS", "e f g");
 	fake_set("DD_SERVICE", "ok");
 	ck_assert_int_eq(load(&cfg), 7);
 	cfg.service[0] = '\0'; /* the one valid value */
 	assert_defaults(&cfg);
+}
+END_TEST
+
+static int lookups; /* calls of counting_getenv */
+
+static const char *counting_getenv(const char *name)
+{
+	lookups++;
+	return fake_getenv(name);
+}
+
+/* config_load_with(secure) with stderr captured into seen_stderr. */
+static int load_secure(struct config *cfg, bool secure)
+{
+	FILE *tmp = tmpfile();
+	ck_assert_ptr_nonnull(tmp);
+	int saved = dup(STDERR_FILENO);
+	ck_assert_int_eq(dup2(fileno(tmp), STDERR_FILENO), STDERR_FILENO);
+	memset(cfg, 0, sizeof(*cfg));
+	lookups = 0;
+	int w = config_load_with(cfg, counting_getenv, secure);
+	ck_assert_int_eq(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(seen_stderr, 1, sizeof(seen_stderr) - 1, tmp);
+	seen_stderr[n] = '\0';
+	fclose(tmp);
+	return w;
+}
+
+START_TEST(test_secure_execution_reads_nothing_prints_nothing_and_stays_off)
+{
+	fake_set("DD_PROFILING_ENABLED", "true");
+	fake_set("DD_PROFILING_LOG_LEVEL", "debug");
+	fake_set("DD_PROFILING_OUTPUT_DIR", "/tmp/profiles");
+	fake_set("DD_PROFILING_CPU_HZ", "many");
+	struct config cfg;
+	int w = load_secure(&cfg, true);
+	ck_assert_msg(!cfg.enabled, "enabled in secure execution");
+	ck_assert_msg(lookups == 0, "%d variables read in secure execution", lookups);
+	ck_assert_int_eq(w, 0);
+	ck_assert_msg(seen_stderr[0] == '\0', "printed in secure execution: %s", seen_stderr);
+	ck_assert_str_eq(cfg.output_dir, "");
+	ck_assert_int_eq(log_get_level(), LOG_LEVEL_WARN);
+	/* The control: the same environment otherwise is read, on, and warned about. */
+	w = load_secure(&cfg, false);
+	ck_assert(cfg.enabled);
+	ck_assert_int_gt(lookups, 20);
+	ck_assert_int_eq(w, 1);
+	ck_assert_str_eq(cfg.output_dir, "/tmp/profiles");
+	log_set_level(LOG_LEVEL_WARN);
+	/* This test process is not in secure execution: config_load reads as usual. */
+	ck_assert_uint_eq(getauxval(AT_SECURE), 0);
 }
 END_TEST
 
@@ -566,7 +657,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_unwind_cache_dir_follows_the_xdg_rule_and_can_be_turned_off);
 	tcase_add_test(tc, test_max_memory_accepts_binary_suffixes_in_any_case);
 	tcase_add_test(tc, test_bad_max_memory_warns_once_and_uses_default);
-	tcase_add_test(tc, test_signal_accepts_numbers_and_names);
+	tcase_add_test(tc, test_signal_accepts_sigprof_and_realtime_signals);
 	tcase_add_test(tc, test_refused_signal_warns_once_and_uses_auto);
 	tcase_add_test(tc, test_bad_signal_warns_once_and_uses_auto);
 	tcase_add_test(tc, test_log_level_debug_is_applied);
@@ -578,10 +669,11 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_truncation_does_not_cut_a_utf8_character);
 	tcase_add_test(tc, test_tags_are_normalized_to_key_colon_value);
 	tcase_add_test(tc, test_tag_value_may_contain_separators);
-	tcase_add_test(tc, test_tags_without_key_or_value_are_dropped_with_a_warning_each);
+	tcase_add_test(tc, test_tags_without_key_or_value_are_dropped_with_one_warning);
 	tcase_add_test(tc, test_tags_overflow_keeps_whole_tags_and_warns_once);
 	tcase_add_test(tc, test_control_characters_in_a_bad_value_keep_the_warning_on_one_line);
 	tcase_add_test(tc, test_each_bad_variable_adds_one_warning);
+	tcase_add_test(tc, test_secure_execution_reads_nothing_prints_nothing_and_stays_off);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,190 @@
+"""Do no harm: what the host gives the agent (files, environment) may be hostile or
+wrong, and the program under it must run as it would without the agent.
+
+Unwind cache files are untrusted input (agent/cfi_cache_file.h): a directory holding a
+huge sparse file, a symbolic link, a FIFO and another user's file under the names of
+the program's own modules must cost the program neither memory nor its profile.
+"""
+import os
+import re
+import struct
+import subprocess
+import time
+
+from itest import CACHE_HOME, LIB, WORKLOADS, check, dump, profile_files
+from tests_unwind import stack_shares, top_outer
+
+# struct cfi_cache_header (agent/cfi_cache_file.h): magic, version, row size, the key
+# (dev, ino, size, mtime_ns, ctime_ns, path hash), base, nrows, then four uint32.
+HEADER = struct.Struct("<8sII6QQQIIII")
+HEADER_BYTES = 4096
+ROW_BYTES = 12
+# What the hostile file's header claims: 1 GiB of rows. (The loader before the checks
+# mapped and prefaulted whatever a header claimed; 1 GiB shows it without putting a
+# shared machine at risk when the test is run against such a loader.)
+CLAIMED_ROWS = (1 << 30) // ROW_BYTES
+# A run with the hostile directory may use this much more peak RSS, and map this much
+# more at its peak, than the run that filled the cache: noise (its tables are built,
+# not loaded; a malloc arena reserves 64 MiB), never a claimed table.
+RSS_SLACK_KIB = 16 << 10
+VM_SLACK_KIB = 256 << 10
+# The peaks are read this often while the workload runs. Cache loads happen a second
+# after start-up, long before the last poll.
+POLL_S = 0.01
+FNV_INIT, FNV_PRIME, U64 = 0xcbf29ce484222325, 0x100000001b3, (1 << 64) - 1
+
+
+def fnv1a(data, h=FNV_INIT):
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & U64
+    return h
+
+
+def cache_name(path):
+    """The cache file name of the module at path (agent/cfi_cache.c file_name)."""
+    st = os.stat(path)
+    key = struct.pack("<6Q", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                      st.st_ctime_ns, fnv1a(path.encode()))
+    return "%016x.cfi" % fnv1a(key)
+
+
+def vm_peaks(pid):
+    """(VmHWM, VmPeak) of a live process in KiB, or None once it has exited."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            fields = dict(l.split(":", 1) for l in f if ":" in l)
+        return int(fields["VmHWM"].split()[0]), int(fields["VmPeak"].split()[0])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def run_measured(argv, env_extra, workdir, timeout=120):
+    """Runs argv under the agent: (rc, stdout, stderr, peak RSS KiB, peak mappings KiB).
+    The peaks are the process's own high-water marks (VmHWM, VmPeak), read every
+    POLL_S while it runs: wait4's ru_maxrss would include this Python process's RSS,
+    which the child had between fork and exec."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("DD_") and not k.startswith("PYROSCOPE_")}
+    env.update({"LD_PRELOAD": LIB, "XDG_CACHE_HOME": CACHE_HOME})
+    env.update(env_extra)
+    paths = [os.path.join(workdir, n) for n in ("stdout", "stderr")]
+    hwm = peak = 0
+    with open(paths[0], "wb") as out, open(paths[1], "wb") as err:
+        p = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = vm_peaks(p.pid)
+            if seen:
+                hwm, peak = max(hwm, seen[0]), max(peak, seen[1])
+            pid, status, _ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                p.kill()
+                os.wait4(p.pid, 0)
+                check(False, "%s did not finish within %d s" % (argv, timeout))
+            time.sleep(POLL_S)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    text = [open(f, errors="replace").read() for f in paths]
+    return p.returncode, text[0], text[1], hwm, peak
+
+
+def module_paths(stderr):
+    """Paths of the modules whose tables the run built or loaded (debug lines)."""
+    return re.findall(r"modules: (/\S+): \d+ unwind rows", stderr)
+
+
+def check_profile(outdir, stdout, what):
+    """The run's profile holds its CPU (within 5%) in stacks rooted at >= 99%."""
+    m = re.search(r"cpu_seconds ([0-9.]+)", stdout)
+    check(m, "%s: no cpu_seconds in %r" % (what, stdout))
+    cpu = float(m.group(1))
+    files = profile_files(outdir)
+    check(files, "%s: no profile written" % what)
+    total, rooted, _found, outer = stack_shares(dump(files, stacks=True))
+    check(abs(total / 1e9 / cpu - 1) <= 0.05, "%s: cpu-time %.2f s vs kernel %.2f s"
+          % (what, total / 1e9, cpu))
+    share = 100.0 * rooted / max(total, 1)
+    check(share >= 99.0, "%s: only %.2f%% of cpu-time rooted (outermost: %s)"
+          % (what, share, top_outer(outer, total)))
+    return cpu, share
+
+
+def test_hostile_unwind_cache_directory(ctx):
+    """A cache directory holding, under the names of the program's modules, a sparse
+    file whose header claims 1 GiB of libc's rows, a symbolic link, a FIFO and a file
+    of another user: the program exits 0, its profile is complete (CPU within 5%, >= 99%
+    rooted), its peak RSS within 16 MiB and its peak mappings within 256 MiB of a run
+    with a sane cache, and its stderr has exactly one cache warning though every hostile
+    file is refused."""
+    cache = os.path.join(ctx.dir, "cache")
+    argv = [os.path.join(WORKLOADS, "omitfp_threads"), "1", "1.4"]
+    runs = {}
+    for name in ("sane", "hostile"):
+        out = os.path.join(ctx.dir, "out-" + name)
+        work = os.path.join(ctx.dir, "run-" + name)
+        os.mkdir(work)
+        # Debug: every refusal has a line, so the test sees each hostile file refused;
+        # only the first refusal is a warning, as at the default level.
+        runs[name] = run_measured(argv, {
+            "DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+            "DD_PROFILING_LOG_LEVEL": "debug", "DD_PROFILING_UNWIND_CACHE_DIR": cache}, work)
+        rc, stdout, stderr, rss, vm = runs[name]
+        check(rc == 0, "%s run: exit %d: %s" % (name, rc, stderr[-2000:]))
+        cpu, share = check_profile(out, stdout, name + " run")
+        runs[name] += (cpu, share)
+        if name != "sane":
+            continue
+        # The sane run kept libc's table under the name the agent gives it.
+        mods = module_paths(stderr)
+        libc = [m for m in mods if "/libc.so" in m]
+        check(len(libc) == 1, "libc not among the modules: %s" % mods)
+        libc = libc[0]
+        stored = os.path.join(cache, cache_name(libc))
+        check(os.path.exists(stored), "no %s in %s (names computed here: %s)"
+              % (stored, os.listdir(cache), [cache_name(m) for m in mods]))
+        with open(stored, "rb") as f:
+            header = list(HEADER.unpack(f.read(HEADER.size)))
+        # libc's entry: a valid header (its key) claiming 1 GiB, in a sparse file of
+        # exactly the size that claim gives.
+        header[-5], header[-4] = CLAIMED_ROWS, 1  # nrows, npages
+        os.unlink(stored)
+        with open(stored, "wb") as f:
+            f.write(HEADER.pack(*header))
+            f.truncate(HEADER_BYTES + CLAIMED_ROWS * ROW_BYTES + 4)
+        others = [m for m in mods if m != libc]
+        check(len(others) >= 3, "too few modules to plant files for: %s" % mods)
+        decoy = os.path.join(ctx.dir, "decoy.cfi")
+        with open(decoy, "wb") as f:
+            f.write(b"\0" * HEADER_BYTES)
+        planted = {stored: "bigger than the cap"}
+        link = os.path.join(cache, cache_name(others[0]))
+        os.symlink(decoy, link)
+        planted[link] = "a symbolic link"
+        fifo = os.path.join(cache, cache_name(others[1]))
+        os.mkfifo(fifo, 0o600)
+        planted[fifo] = "not a regular file"
+        if os.geteuid() == 0:  # only root can give a file away
+            foreign = os.path.join(cache, cache_name(others[2]))
+            with open(foreign, "wb") as f:
+                f.write(b"\0" * HEADER_BYTES)
+            os.chmod(foreign, 0o600)
+            os.chown(foreign, 65534, 65534)
+            planted[foreign] = "owned by another user"
+    rc, stdout, stderr, rss, vm, cpu, share = runs["hostile"]
+    for path, why in planted.items():
+        name = os.path.basename(path)
+        check(re.search(r"unwind cache: \S+/%s refused \(%s" % (re.escape(name), why), stderr),
+              "%s (%s) not refused: %s" % (name, why, "\n".join(
+                  l for l in stderr.splitlines() if "unwind cache" in l)))
+    warnings = [l for l in stderr.splitlines()
+                if l.startswith("libddprof: warning:") and "unwind cache" in l]
+    check(len(warnings) == 1, "%d cache warnings: %s" % (len(warnings), warnings))
+    sane_rss, sane_vm = runs["sane"][3:5]
+    check(0 < rss <= sane_rss + RSS_SLACK_KIB, "peak RSS %d KiB with the hostile cache, %d "
+          "KiB with a sane one" % (rss, sane_rss))
+    check(0 < vm <= sane_vm + VM_SLACK_KIB, "peak mappings %d KiB with the hostile cache, "
+          "%d KiB with a sane one" % (vm, sane_vm))
+    return ("peak RSS %d KiB, mappings %d KiB (sane cache: %d, %d KiB); cpu %.2f s, rooted "
+            "%.2f%%; %d files refused, 1 warning" % (rss, vm, sane_rss, sane_vm, cpu, share,
+                                                     len(planted)))
