@@ -388,6 +388,7 @@ static void service_while_busy(void)
 	pthread_mutex_unlock(ctl.lock);
 	if (stopping)
 		return;
+	profiles_grow_if_needed(up_profiles);
 	if (modules || clock_now_ns(CLOCK_MONOTONIC) >= modules_next)
 		modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
 	service_threads_while_busy();
@@ -482,6 +483,14 @@ static void *uploader_main(void *arg)
 				ctl.modules_kick = false;
 				pthread_mutex_unlock(ctl.lock);
 				modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
+				pthread_mutex_lock(ctl.lock);
+				continue;
+			}
+			/* Memory for the active profile, checked at each wake-up
+			 * (agent/profile.h); mapped without the lock. */
+			if (profiles_room_wanted(up_profiles)) {
+				pthread_mutex_unlock(ctl.lock);
+				profiles_grow_if_needed(up_profiles);
 				pthread_mutex_lock(ctl.lock);
 				continue;
 			}

@@ -468,6 +468,7 @@ START_TEST(test_a_fork_child_sets_up_its_wiped_pair_at_first_use)
 	/* The parent's pair is as it was. */
 	ck_assert_uint_eq(atomic_load(&pp->p[0].samples), 1);
 	ck_assert(!profiles_empty(pp));
+	profiles_destroy(pp);
 }
 END_TEST
 
