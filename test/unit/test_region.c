@@ -728,29 +728,6 @@ END_TEST
 
 /* --- fork --- */
 
-START_TEST(test_fork_child_starts_empty_and_parent_keeps_its_blocks)
-{
-	struct region r;
-	ck_assert_int_eq(region_init(&r, &map, 64 * KIB, 64 * KIB), 0);
-	uint8_t *p = region_alloc(&r, 4 * KIB);
-	ck_assert_ptr_nonnull(p);
-	memset(p, 0xAB, 4 * KIB);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int ok = region_after_fork(&r) == 0 && region_used(&r) == 0 &&
-			 all_bytes_are(p, 4 * KIB, 0) && region_alloc(&r, 16) == p;
-		_exit(ok ? 0 : 1);
-	}
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	ck_assert(all_bytes_are(p, 4 * KIB, 0xAB));
-	ck_assert_uint_eq(region_used(&r), 4 * KIB);
-	region_destroy(&r);
-}
-END_TEST
-
 /* In the child: exit status 0, or the number of the check that failed. */
 static int child_chunk_checks(struct region *r, uint8_t *const base[3])
 {
@@ -823,7 +800,6 @@ static Suite *region_suite(void)
 	tcase_add_test(tc, test_a_failed_growth_asks_no_more_until_reset);
 	tcase_add_test(tc, test_concurrent_allocs_never_overlap_and_fit_the_ceiling);
 	tcase_add_test(tc, test_concurrent_allocs_across_chunks_while_another_thread_maps_them);
-	tcase_add_test(tc, test_fork_child_starts_empty_and_parent_keeps_its_blocks);
 	tcase_add_test(tc, test_fork_child_starts_empty_with_every_chunk_of_its_parent);
 	suite_add_tcase(s, tc);
 	return s;
