@@ -2,7 +2,8 @@
  * profile.c - red/black profiles (see profile.h).
  *
  * This file is async-signal-safe: profiles_record runs in the sampling signal handler.
- * profiles_swap and profile_reset run on the uploader thread and may sleep.
+ * profiles_swap and profile_reset run on the uploader thread and may sleep;
+ * profiles_grow_if_needed maps memory, from any thread in normal context.
  */
 #include "profile.h"
 #include "agent/fork_local.h"

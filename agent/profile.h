@@ -78,7 +78,7 @@ void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pc
 /*
  * Normal context, any thread: maps more memory for the active profile when its handler
  * asked for room (region_wants_room), keeping a third of what it has mapped ahead of
- * what it uses. Cheap when nothing is needed (two loads, no system call), so it can be
+ * what it uses. Cheap when nothing is needed (a few loads, no system call), so it can be
  * called from any normal-context hook; a fork child's pair not used yet is left
  * untouched. 0 or mmap's negative errno.
  */
