@@ -2,13 +2,15 @@
  * profile.c - red/black profiles (see profile.h).
  *
  * This file is async-signal-safe: profiles_record runs in the sampling signal handler.
- * profiles_swap and profile_reset run on the uploader thread and may sleep.
+ * profiles_swap and profile_reset run on the uploader thread and may sleep;
+ * profiles_grow_if_needed maps memory, from any thread in normal context.
  */
 #include "profile.h"
 #include "agent/fork_local.h"
 #include "common/clock.h"
 #include "common/process_start.h"
 
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,8 +20,14 @@
 
 /* Both regions as profiles_init left them, for a fork child that finds a pair on the
  * fork-local page zero-filled: written once, read only after. One pair per process
- * (the library's): a second profiles_init would overwrite it. */
+ * (the library's): profiles_init refuses a second one while the first is live. */
 FORK_CHILD_DATA static struct region pristine[2];
+/* Where each profile's chunks are mapped (agent/region.h): ordinary memory, which a
+ * fork child inherits, unlike the pair on the fork-local page. Written only when a
+ * region grows or shrinks (normal context, rarely). maps_owner: the pair they serve,
+ * NULL once it is destroyed. */
+static struct region_map region_maps[2];
+static struct profile_pair *maps_owner;
 
 /*
  * A fork child's pair on the fork-local page is set up again at its first use, not in
@@ -85,9 +93,15 @@ static void pair_settle(struct profile_pair *pp)
 
 int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns)
 {
+	if (maps_owner && maps_owner != pp)
+		return -EBUSY;
+	/* The same pair again without profiles_destroy (tests that set up an agent per
+	 * test in one process): its old chunks are abandoned, mapped. */
+	memset(region_maps, 0, sizeof(region_maps));
 	memset(pp, 0, sizeof(*pp));
 	for (int i = 0; i < 2; i++) {
-		int rc = region_init(&pp->p[i].region, ceiling);
+		int rc =
+		    region_init(&pp->p[i].region, &region_maps[i], ceiling, PROFILE_FIRST_CHUNK);
 		if (rc < 0) {
 			if (i == 1)
 				region_destroy(&pp->p[0].region);
@@ -98,6 +112,7 @@ int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns)
 	}
 	pp->p[0].start_ns = now_ns;
 	atomic_init(&pp->active, 0);
+	maps_owner = pp;
 	return 0;
 }
 
@@ -105,6 +120,8 @@ void profiles_destroy(struct profile_pair *pp)
 {
 	for (int i = 0; i < 2; i++)
 		region_destroy(&pp->p[i].region);
+	if (maps_owner == pp)
+		maps_owner = NULL;
 }
 
 /* async-signal-safe */
@@ -159,12 +176,41 @@ struct profile *profiles_active(struct profile_pair *pp)
 	return &pp->p[atomic_load_explicit(&pp->active, memory_order_acquire)];
 }
 
+/* The active profile when it asks for room, else NULL. */
+static struct profile *wanting_room(struct profile_pair *pp)
+{
+	/* A fork child's pair not set up yet is empty: nothing to grow, and its page is
+	 * not to be touched. Acquire: pairs with the release store in pair_usable (the
+	 * set-up is visible once READY is). */
+	if (atomic_load_explicit(&pending_state, memory_order_acquire) != PAIR_READY &&
+	    pp == pending_pair)
+		return NULL;
+	/* Relaxed: a swap meanwhile makes this the profile just swapped out, whose growth
+	 * is harmless (the swapper only reads its nodes); the next call sees the new one. */
+	struct profile *p = &pp->p[atomic_load_explicit(&pp->active, memory_order_relaxed)];
+	return region_wants_room(&p->region) ? p : NULL;
+}
+
+bool profiles_room_wanted(struct profile_pair *pp)
+{
+	return wanting_room(pp) != NULL;
+}
+
+int profiles_grow_if_needed(struct profile_pair *pp)
+{
+	struct profile *p = wanting_room(pp);
+	return p ? region_grow(&p->region) : 0;
+}
+
 struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
 {
 	pair_settle(pp);
 	/* Only this thread writes active: relaxed read of our own value. */
 	unsigned old = atomic_load_explicit(&pp->active, memory_order_relaxed);
 	struct profile *next = &pp->p[old ^ 1];
+	/* The next period likely needs about what this one used: mapped before the flip,
+	 * not a few seconds of dropped stacks after it. */
+	region_reserve(&next->region, region_used(&pp->p[old].region));
 	next->start_ns = now_ns; /* published by the seq_cst store below */
 	/* seq_cst: pairs with the handler's seq_cst re-check in profiles_record. */
 	atomic_store_explicit(&pp->active, old ^ 1, memory_order_seq_cst);
@@ -179,21 +225,28 @@ struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
 	if (lost) {
 		atomic_fetch_add_explicit(&p->samples, lost, memory_order_relaxed);
 		atomic_fetch_add_explicit(&p->dropped_samples, lost, memory_order_relaxed);
-		uint64_t ns = atomic_exchange_explicit(&settle_dropped_cpu_ns, 0, memory_order_relaxed);
+		uint64_t ns =
+		    atomic_exchange_explicit(&settle_dropped_cpu_ns, 0, memory_order_relaxed);
 		atomic_fetch_add_explicit(&p->cpu_ns, ns, memory_order_relaxed);
 		atomic_fetch_add_explicit(&p->dropped_cpu_ns, ns, memory_order_relaxed);
 	}
 	return p;
 }
 
-void profile_reset(struct profile *p)
+/* The profile's counters and trie, not its region. */
+static void profile_clear(struct profile *p)
 {
 	trie_reset(&p->trie);
-	region_reset(&p->region);
 	atomic_store_explicit(&p->samples, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->cpu_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->dropped_samples, 0, memory_order_relaxed);
 	atomic_store_explicit(&p->dropped_cpu_ns, 0, memory_order_relaxed);
+}
+
+void profile_reset(struct profile *p)
+{
+	profile_clear(p);
+	region_reset(&p->region);
 }
 
 FORK_CHILD_PATH bool profiles_empty(struct profile_pair *pp)
@@ -218,8 +271,8 @@ FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_
 		return;
 	}
 	for (int i = 0; i < 2; i++) {
-		region_after_fork(&pp->p[i].region);
-		profile_reset(&pp->p[i]);
+		region_after_fork(&pp->p[i].region); /* empty, every chunk kept */
+		profile_clear(&pp->p[i]);
 		atomic_store_explicit(&pp->p[i].writers, 0, memory_order_relaxed);
 	}
 	atomic_store_explicit(&pp->active, 0, memory_order_relaxed);

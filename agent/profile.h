@@ -10,7 +10,14 @@
  *    counted twice).
  *  - The enter/re-check on one side and flip/wait on the other form a Dekker pair;
  *    all four accesses are seq_cst so at least one side sees the other.
- * Context: record from signal handlers; swap/reset from the uploader thread; init and
+ *  - Each profile's memory is a region of chunks mapped on demand (agent/region.h): the
+ *    handler never maps; profiles_grow_if_needed maps more for the active profile when
+ *    the handler asked for it, from normal context (the uploader thread at each of its
+ *    wake-ups, at least every 2 s while it runs). Until then, or in a process whose
+ *    uploader thread has not started, new stacks past the mapped room are dropped and
+ *    counted like those past the ceiling.
+ * Context: record from signal handlers; swap/reset from the uploader thread;
+ * profiles_grow_if_needed from any thread in normal context; init and
  * profiles_reinit_after_fork from the constructor / the fork child (single-threaded).
  */
 #ifndef DDPROF_AGENT_PROFILE_H
@@ -44,8 +51,20 @@ struct profile_pair {
 	int32_t startup_tid;
 };
 
-/* Reserves both profiles (ceiling bytes each). 0 or negative errno. */
+/*
+ * Bytes each profile has mapped from the start, before any growth: what a process
+ * whose uploader thread never runs until its exit records into (a single-threaded
+ * program that computes and calls nothing), ~3000 distinct stacks of 30 frames (a
+ * node is 72 bytes plus 8 per frame). Small against RLIMIT_MEMLOCK's default of 8 MiB,
+ * which an ordinary user's mlockall(MCL_CURRENT) compares with the whole address space
+ * (a small C program maps ~2.5 MiB), and against what mlockall locks.
+ */
+#define PROFILE_FIRST_CHUNK ((size_t)1 << 20)
+
+/* Maps the first chunk of both profiles; ceiling bounds each. 0 or negative errno
+ * (-EBUSY: another pair is live; there is one per process, see profiles_destroy). */
 int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns);
+/* Unmaps both profiles; profiles_init may be called again. */
 void profiles_destroy(struct profile_pair *pp);
 
 /* async-signal-safe, lock-free. Adds one sample of weight cpu_ns for (tid, pcs). */
@@ -57,9 +76,21 @@ void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pc
 		       uint32_t samples, uint64_t cpu_ns);
 
 /*
+ * Normal context, any thread: maps more memory for the active profile when its handler
+ * asked for room (region_wants_room), keeping a third of what it has mapped ahead of
+ * what it uses. Cheap when nothing is needed (a few loads, no system call), so it can be
+ * called from any normal-context hook; a fork child's pair not used yet is left
+ * untouched. 0 or mmap's negative errno.
+ */
+int profiles_grow_if_needed(struct profile_pair *pp);
+/* Whether profiles_grow_if_needed has something to do (a hint: relaxed loads). */
+bool profiles_room_wanted(struct profile_pair *pp);
+
+/*
  * Makes the other profile active (its start_ns = now_ns) and returns the previously
  * active one once no handler is inside it. The caller serializes it, then calls
- * profile_reset before the next swap. Only one thread may swap.
+ * profile_reset before the next swap. Only one thread may swap. Before the flip, the
+ * next profile gets as much memory mapped as the active one used.
  */
 struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns);
 
@@ -94,7 +125,8 @@ uint64_t profile_start_ns(struct profile *p);
 /* Sets p's start to ns if it has none yet. Uploader thread only. */
 void profile_start_if_unset(struct profile *p, uint64_t ns);
 
-/* Empties p. Precondition: p is not active and no handler is inside it. */
+/* Empties p, and unmaps the chunks of its memory that its period did not reach.
+ * Precondition: p is not active and no handler is inside it. */
 void profile_reset(struct profile *p);
 
 /* In a fork child: handlers that were inside a profile in other parent threads no

@@ -9,7 +9,8 @@
  * forked from a single-threaded master, which never creates a thread or loads a
  * library, calls accept, poll or read for each request). A program that computes and
  * calls none of these uploads at its exit only.
- * Cost when nothing is pending: one relaxed load per call. The thread is not started
+ * The same calls map memory a profile asked for (agent/profile.h) in a process whose
+ * thread has not started. Cost when nothing is pending: two relaxed loads per call. The thread is not started
  * from inside one of the application's signal handlers (read and write are
  * async-signal-safe, and a handler may interrupt any lock), nor in a thread under a
  * seccomp filter we saw installed, nor in one of the profiler's own threads.
@@ -40,19 +41,20 @@
 #define DDPROF_EXPORT __attribute__((visibility("default")))
 
 /* Normal context or an application's handler: the uploader thread, if this process
- * waits for one and has samples, from here when this call is a safe place to start it. */
+ * waits for one and has samples, and memory the active profile asked for, from here
+ * when this call is a safe place for them (a mapping, a thread). */
 static __attribute__((noinline, cold)) void entry_slow(void)
 {
 	if (sampler_thread_is_internal() || app_signals_in_handler() || sandbox_thread_active())
 		return;
 	int saved = errno;
-	uploader_start_if_sampled();
+	uploader_app_call();
 	errno = saved;
 }
 
 static inline void entry_hook(void)
 {
-	if (__builtin_expect(uploader_start_pending(), 0))
+	if (__builtin_expect(uploader_app_call_wanted(), 0))
 		entry_slow();
 }
 

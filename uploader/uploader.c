@@ -417,6 +417,7 @@ static void service_while_busy(void)
 	pthread_mutex_unlock(ctl.lock);
 	if (stopping)
 		return;
+	profiles_grow_if_needed(up_profiles);
 	if (modules || clock_now_ns(CLOCK_MONOTONIC) >= modules_next)
 		modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
 	service_threads_while_busy();
@@ -511,6 +512,14 @@ static void *uploader_main(void *arg)
 				ctl.modules_kick = false;
 				pthread_mutex_unlock(ctl.lock);
 				modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
+				pthread_mutex_lock(ctl.lock);
+				continue;
+			}
+			/* Memory for the active profile, checked at each wake-up
+			 * (agent/profile.h); mapped without the lock. */
+			if (profiles_room_wanted(up_profiles)) {
+				pthread_mutex_unlock(ctl.lock);
+				profiles_grow_if_needed(up_profiles);
 				pthread_mutex_lock(ctl.lock);
 				continue;
 			}
@@ -658,17 +667,22 @@ void uploader_ensure_thread(void)
 	start_deferred();
 }
 
-void uploader_start_if_sampled(void)
+FORK_CHILD_PATH bool uploader_app_call_wanted(void)
 {
+	return atomic_load_explicit(&spawn_pending, memory_order_relaxed) ||
+	       (up_profiles && profiles_room_wanted(up_profiles));
+}
+
+void uploader_app_call(void)
+{
+	/* Memory first: the thread, once started, maps it itself at its wake-ups. */
+	if (up_profiles && profiles_room_wanted(up_profiles))
+		profiles_grow_if_needed(up_profiles);
 	if (atomic_load_explicit(&spawn_pending, memory_order_relaxed) &&
 	    !profiles_empty(up_profiles))
 		start_deferred();
 }
 
-FORK_CHILD_PATH bool uploader_start_pending(void)
-{
-	return atomic_load_explicit(&spawn_pending, memory_order_relaxed);
-}
 
 /* Waits, lock held, until pred or the deadline. */
 static bool wait_until(uint64_t deadline, bool (*pred)(uint64_t), uint64_t arg)

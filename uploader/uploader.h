@@ -66,16 +66,17 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
  * process whose thread is not started yet starts it now. Cheap otherwise: one relaxed
  * load. */
 void uploader_ensure_thread(void);
-/* Normal context, called by the application: starts the thread if it is still to
- * start and the process has samples (the entry points' slow path). */
-void uploader_start_if_sampled(void);
+/* Whether an application call has work for uploader_app_call (relaxed loads: the
+ * entry points' fast path). Any context. */
+bool uploader_app_call_wanted(void);
+/* Normal context, called by the application (preload/entry_points.c): maps memory the
+ * active profile asked for, and starts the thread if it is still to start and the
+ * process has samples. */
+void uploader_app_call(void);
 /* Normal context: the thread stops without a final profile, and is never started again
  * in this process (a seccomp filter for every thread is about to be installed). Waits
  * at most timeout_ns; returns whether the thread is gone (or never ran). */
 bool uploader_quiesce(uint64_t timeout_ns);
-/* Whether the thread is still to start (one relaxed load): the entry points' fast path.
- * Any context. */
-bool uploader_start_pending(void);
 
 /* Exports what is pending and stops the thread, waiting at most the configured
  * DD_PROFILING_EXIT_FLUSH_TIMEOUT (its default before uploader_start has run); past it

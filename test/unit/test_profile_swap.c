@@ -6,8 +6,11 @@
  * record in a loop (a few shared stacks plus a stream of new ones) while the test
  * thread swaps about every millisecond, sums each returned profile (trie nodes plus
  * dropped counters) and resets it. The sums must equal what the writers recorded, to
- * the sample and to the nanosecond. STRESS_SECONDS (default 1) sets the duration.
- * Smaller tests check alternation, waiting for writers, reset and the fork reinit.
+ * the sample and to the nanosecond, while the test thread also maps memory for the
+ * active profile as it asks (the writers allocate across chunks being mapped).
+ * STRESS_SECONDS (default 1) sets the duration. Smaller tests check alternation,
+ * waiting for writers, reset, the fork reinit, and the profiles' memory: what one
+ * records before any growth, growth on demand, the next profile mapped at a swap.
  */
 #include "agent/profile.h"
 #include "agent/fork_local.h"
@@ -163,6 +166,8 @@ static void run_stress(size_t ceiling, uint32_t new_every, double seconds, struc
 	uint64_t end = mono_ns() + (uint64_t)(seconds * 1e9);
 	while (mono_ns() < end) {
 		sleep_ns(SWAP_PERIOD_NS);
+		/* As the uploader thread: memory for the active profile while it records. */
+		ck_assert_int_eq(profiles_grow_if_needed(&pp), 0);
 		swap_and_collect(&pp, tot);
 	}
 	atomic_store(&stop, true);
@@ -307,6 +312,86 @@ START_TEST(test_profile_reset_empties_counters_trie_and_region)
 }
 END_TEST
 
+/* --- memory --- */
+
+#define MEM_DEPTH 30
+/* A node of MEM_DEPTH frames: 72 bytes and 8 per frame, rounded to REGION_ALIGN. */
+#define MEM_NODE_BYTES 320
+
+/* Records stack i (distinct for every i) of MEM_DEPTH frames. */
+static void record_distinct(struct profile_pair *pp, uint64_t i)
+{
+	uintptr_t pcs[MEM_DEPTH];
+	for (int d = 0; d < MEM_DEPTH; d++)
+		pcs[d] = 0x400000 + (uintptr_t)(i * MEM_DEPTH + (uint64_t)d) * 16;
+	profiles_record(pp, 1, pcs, MEM_DEPTH, 1000);
+}
+
+START_TEST(test_without_growth_a_profile_holds_its_first_chunk_of_stacks_then_drops)
+{
+	struct profile_pair pp;
+	ck_assert_int_eq(profiles_init(&pp, 64 * MIB, 0), 0);
+	enum { N = 5000 };
+	for (uint64_t i = 0; i < N; i++)
+		record_distinct(&pp, i);
+	/* A process whose uploader thread has not started: 3276 stacks of 30 frames. */
+	struct profile *p = &pp.p[0];
+	uint64_t kept = PROFILE_FIRST_CHUNK / MEM_NODE_BYTES;
+	ck_assert_msg(trie_count(&p->trie) == kept,
+		      "expected %llu stacks in the first chunk, saw %llu", (unsigned long long)kept,
+		      (unsigned long long)trie_count(&p->trie));
+	ck_assert_msg(atomic_load(&p->dropped_samples) == N - kept,
+		      "expected %llu samples dropped and counted, saw %llu",
+		      (unsigned long long)(N - kept),
+		      (unsigned long long)atomic_load(&p->dropped_samples));
+	ck_assert_uint_eq(atomic_load(&p->samples), N);
+	ck_assert_uint_eq(region_mapped(&p->region), PROFILE_FIRST_CHUNK);
+	ck_assert_uint_eq(region_mapped(&pp.p[1].region), PROFILE_FIRST_CHUNK);
+	ck_assert(profiles_room_wanted(&pp));
+	profiles_destroy(&pp);
+}
+END_TEST
+
+START_TEST(test_a_profile_grows_on_demand_and_the_next_gets_what_it_used)
+{
+	struct profile_pair pp;
+	ck_assert_int_eq(profiles_init(&pp, 64 * MIB, 0), 0);
+	ck_assert(!profiles_room_wanted(&pp));
+	enum { N = 20000, GROW_EVERY = 100 }; /* 6.1 MiB of stacks */
+	for (uint64_t i = 0; i < N; i++) {
+		record_distinct(&pp, i);
+		if (i % GROW_EVERY == 0)
+			ck_assert_int_eq(profiles_grow_if_needed(&pp), 0);
+	}
+	struct profile *p = &pp.p[0];
+	ck_assert_msg(trie_count(&p->trie) == N && atomic_load(&p->dropped_samples) == 0,
+		      "expected %d stacks and none dropped, saw %llu and %llu dropped", N,
+		      (unsigned long long)trie_count(&p->trie),
+		      (unsigned long long)atomic_load(&p->dropped_samples));
+	size_t used = region_used(&p->region), mapped = region_mapped(&p->region);
+	/* 1 + 1 + 2 + 4 MiB reached; 8 more mapped ahead once 2/3 of 8 were used. */
+	ck_assert_msg(used >= (size_t)N * MEM_NODE_BYTES && mapped == 16 * MIB,
+		      "expected %zu bytes used of 16 MiB mapped, saw %zu of %zu",
+		      (size_t)N * MEM_NODE_BYTES, used, mapped);
+	ck_assert_uint_eq(region_mapped(&pp.p[1].region), PROFILE_FIRST_CHUNK);
+	/* The next profile gets what this one used before it becomes active. */
+	ck_assert_ptr_eq(profiles_swap(&pp, 1), p);
+	ck_assert_msg(region_mapped(&pp.p[1].region) == 8 * MIB,
+		      "expected the next profile mapped for %zu bytes (8 MiB), saw %zu", used,
+		      region_mapped(&pp.p[1].region));
+	/* Reset: the 8 MiB chunk never reached is unmapped, the 4 reached are kept. */
+	profile_reset(p);
+	ck_assert_msg(region_mapped(&p->region) == 8 * MIB,
+		      "expected 8 MiB kept after the reset, saw %zu", region_mapped(&p->region));
+	/* The new active profile holds as much without growing. */
+	for (uint64_t i = 0; i < N; i++)
+		record_distinct(&pp, N + i);
+	ck_assert_uint_eq(trie_count(&pp.p[1].trie), N);
+	ck_assert_uint_eq(atomic_load(&pp.p[1].dropped_samples), 0);
+	profiles_destroy(&pp);
+}
+END_TEST
+
 /* A thread that calls profiles_swap and reports when it returned. */
 struct swapper {
 	struct profile_pair *pp;
@@ -409,11 +494,12 @@ static bool page_resident(const void *p)
 }
 
 /* In the child: exit status 0, or the number of the check that failed. */
-static int child_checks(struct profile_pair *pp)
+static int child_checks(struct profile_pair *pp, size_t parent_mapped)
 {
 	profiles_reinit_after_fork(pp, 77);
-	/* A child that neither samples nor uploads never touches the pair's page. */
-	if (!profiles_empty(pp))
+	/* A child that neither samples nor uploads never touches the pair's page, nor
+	 * does asking whether it needs memory. */
+	if (!profiles_empty(pp) || profiles_room_wanted(pp) || profiles_grow_if_needed(pp) != 0)
 		return 2;
 	if (page_resident(pp))
 		return 3;
@@ -438,6 +524,9 @@ static int child_checks(struct profile_pair *pp)
 	}
 	if (!page_resident(pp) || profiles_empty(pp))
 		return 4;
+	/* Every chunk the parent had mapped is the child's, empty. */
+	if (region_mapped(&pp->p[0].region) != parent_mapped)
+		return 8;
 	struct profile *first = profiles_active(pp);
 	if (first != &pp->p[0] || first->start_ns != 77)
 		return 5;
@@ -455,12 +544,15 @@ START_TEST(test_a_fork_child_sets_up_its_wiped_pair_at_first_use)
 {
 	struct profile_pair *pp = fork_local_alloc(sizeof(*pp));
 	ck_assert_ptr_nonnull(pp);
-	ck_assert_int_eq(profiles_init(pp, MIB, 0), 0);
+	ck_assert_int_eq(profiles_init(pp, 64 * MIB, 0), 0);
 	profiles_record(pp, 7, stack_a, 3, 10);
+	ck_assert_int_eq(region_reserve(&pp->p[0].region, 4 * MIB), 0); /* 1 + 1 + 2 MiB */
+	size_t mapped = region_mapped(&pp->p[0].region);
+	ck_assert_uint_eq(mapped, 4 * MIB);
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
-		_exit(child_checks(pp));
+		_exit(child_checks(pp, mapped));
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status));
@@ -468,6 +560,7 @@ START_TEST(test_a_fork_child_sets_up_its_wiped_pair_at_first_use)
 	/* The parent's pair is as it was. */
 	ck_assert_uint_eq(atomic_load(&pp->p[0].samples), 1);
 	ck_assert(!profiles_empty(pp));
+	profiles_destroy(pp);
 }
 END_TEST
 
@@ -482,6 +575,9 @@ static Suite *profile_swap_suite(void)
 	tcase_add_test(tc, test_reinit_after_fork_forgets_both_profiles_and_writers);
 	tcase_add_test(tc, test_a_fork_child_sets_up_its_wiped_pair_at_first_use);
 	tcase_add_test(tc, test_startup_cpu_is_taken_once);
+	tcase_add_test(tc,
+		       test_without_growth_a_profile_holds_its_first_chunk_of_stacks_then_drops);
+	tcase_add_test(tc, test_a_profile_grows_on_demand_and_the_next_gets_what_it_used);
 	tcase_add_test(tc, test_swap_loses_no_sample);
 	tcase_add_test(tc, test_swap_loses_no_sample_when_the_ceiling_drops_new_stacks);
 	suite_add_tcase(s, tc);
