@@ -173,6 +173,7 @@ unit: $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
 TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules test_thread_start \
+	test_app_signals \
 	test_threads
 TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c agent/region.c \
 	agent/stack_trie.c agent/profile.c

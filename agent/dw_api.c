@@ -66,6 +66,16 @@ FORK_CHILD_PATH void dw_api_forget_sessions(void)
 	sessions = 0;
 }
 
+/* Set in a fork child whose parent's uploader may have been inside libdw: a lock or a
+ * one-time initialization of libdw's may be held by a thread that is not here. On the
+ * page a fork child writes anyway. */
+FORK_CHILD_DATA static bool forbidden;
+
+FORK_CHILD_PATH void dw_api_forbid_after_fork(void)
+{
+	forbidden = true;
+}
+
 void dw_api_session_closed(void)
 {
 	if (sessions > 0)
@@ -88,6 +98,14 @@ bool dw_api_unload(void)
 
 const struct dw_api *dw_api_get(void)
 {
+	if (forbidden) {
+		static bool told;
+		if (!told)
+			log_info("forked while the parent's profiler thread was naming functions "
+				 "with libdw: this process names them from symbol tables only");
+		told = true;
+		return NULL;
+	}
 	if (state == DW_UNTRIED)
 		state = load() ? DW_READY : DW_MISSING;
 	return state == DW_READY ? &api : NULL;

@@ -68,6 +68,10 @@ void dw_api_session_closed(void);
  * counted belong to a thread that is not here. */
 void dw_api_forget_sessions(void);
 
+/* Fork child, when the parent's uploader may have been inside libdw at the fork (it
+ * was serializing or warming): this process never calls libdw (dw_api_get returns
+ * NULL: names from symbol tables). */
+void dw_api_forbid_after_fork(void);
 /* Unloads libdw when it is loaded and no session is open; dw_api_get loads it again.
  * Returns whether it unloaded. */
 bool dw_api_unload(void);

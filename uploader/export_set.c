@@ -12,7 +12,9 @@
 #include "common/clock.h"
 #include "common/fork_child.h"
 #include "common/log.h"
+#include "uploader/curl_api.h"
 #include "uploader/export_datadog.h"
+#include "uploader/http_send.h"
 #include "uploader/ratelimit.h"
 
 static struct exporter *exporters[MAX_EXPORTERS];
@@ -143,6 +145,10 @@ FORK_CHILD_PATH void export_set_atfork_child(void)
 	 * (each page a child touches costs it a fault on these virtual machines). */
 	if (!atomic_load_explicit(&sends_in_flight, memory_order_relaxed))
 		return;
+	/* The parent's thread may have been inside libcurl or its TLS library, whose locks
+	 * a thread that is not here may hold: this process does not use them. */
+	if (curl_api_loaded())
+		http_send_forbid_curl();
 	for (size_t i = 0; i < n_exporters; i++) {
 		if (exporters[i]->in_flight_since_ns) {
 			exporters[i]->unresponsive = true;

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/fork_child.h"
 #include "common/log.h"
 #include "uploader/curl_api.h"
 #include "uploader/http_plain.h"
@@ -157,9 +158,25 @@ static size_t discard_body(char *data, size_t size, size_t n, void *unused)
 	return size * n;
 }
 
+/* Set in a fork child made while the parent's upload was in flight with libcurl loaded
+ * (http_send_forbid_curl). On the page a fork child writes anyway. */
+FORK_CHILD_DATA static bool curl_forbidden;
+
+FORK_CHILD_PATH void http_send_forbid_curl(void)
+{
+	curl_forbidden = true;
+}
+
 /* libcurl, for https://: loaded at the first such request. 0 or -ENOPKG. */
 static int need_curl(struct http_client *c)
 {
+	if (curl_forbidden) {
+		if (!c->curl_unavailable)
+			log_warn("this process was forked while its parent's profile upload was "
+				 "inside libcurl: its https exporters are skipped");
+		c->curl_unavailable = true;
+		return -ENOPKG;
+	}
 	if (c->multi)
 		return 0;
 	if (!c->curl_unavailable) {

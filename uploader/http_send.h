@@ -116,4 +116,9 @@ void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint6
  * request waits on the network. NULL: none. Set once, before any request. */
 void http_send_set_idle(void (*idle)(void));
 
+/* Fork child made while the parent's upload was in flight with libcurl loaded: its
+ * locks (and its TLS library's) may be held by a thread that is not here, so https://
+ * requests of this process fail at once (-ENOPKG), with one warning. */
+void http_send_forbid_curl(void);
+
 #endif

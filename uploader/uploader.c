@@ -122,6 +122,9 @@ FORK_CHILD_DATA static bool uploader_wanted;
  * it was set for: in a grandchild, before our child handler ran (another library's
  * handler may create a thread), the flag is the parent's, and ctl.lock is held. */
 FORK_CHILD_DATA static _Atomic bool spawn_pending;
+/* The process this state belongs to: the one that ran uploader_start, or the fork
+ * child whose handler ran. */
+FORK_CHILD_DATA static pid_t owner_pid;
 /* This process is a fork child of the one that started the profiler. */
 FORK_CHILD_DATA static bool forked;
 FORK_CHILD_DATA static pid_t spawn_pending_pid;
@@ -630,7 +633,7 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 	 * first sample (a shell command) never pays for the thread, its stack and malloc
 	 * arena, nor waits at exit for it to be torn down. Release pairs with the acquire
 	 * in start_deferred: the pid is written before the flag. */
-	spawn_pending_pid = getpid();
+	spawn_pending_pid = owner_pid = getpid();
 	atomic_store_explicit(&spawn_pending, true, memory_order_release);
 	return 0;
 }
@@ -784,6 +787,13 @@ FORK_CHILD_PATH void uploader_stop(void)
 	    profiles_empty(up_profiles))
 		return;
 	int saved_errno = errno; /* the exiting program's */
+	/* A child made without our fork handlers (_Fork, a raw clone): the thread and the
+	 * state are its parent's, whose locks a thread that is not here may hold. It
+	 * exits at once. */
+	if (getpid() != owner_pid) {
+		errno = saved_errno;
+		return;
+	}
 	if (end_account)
 		threads_exit_self(NULL);
 	if (!profiles_empty(up_profiles))
@@ -844,9 +854,15 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 {
 	bool was_running = uploader_wanted && !ctl.stop;
 	forked = true;
-	inherited_sym = ctl.cycling || ctl.warming ? NULL : live_sym;
+	owner_pid = threads_fork_child_pid();
+	bool busy = ctl.cycling || ctl.warming;
+	inherited_sym = busy ? NULL : live_sym;
 	if (!inherited_sym)
 		dw_api_forget_sessions(); /* they were the parent thread's */
+	/* The parent's thread may have been inside libdw (a lock or a one-time
+	 * initialization of its own held by a thread that is not here): never call it. */
+	if (busy && live_sym)
+		dw_api_forbid_after_fork();
 	/* Fresh control block: the old one's lock is held by this thread (prepare) and
 	 * its waiters live in the parent. */
 	control_init();

@@ -255,3 +255,24 @@ def _children(ppid):
             except OSError:
                 pass
     return kids
+
+
+def test_children_without_fork_handlers_exit_at_once(ctx):
+    """A process whose profiler thread is in the middle of an upload (the intake answers
+    after 30 s) makes a child with _Fork() and one with the clone system call: neither
+    runs our fork handlers, and each calls exit(0). They exit at once (under 0.5 s) and
+    with status 0, instead of waiting the exit-flush timeout (2 s) for a thread that
+    only their parent has."""
+    from tests_upload import Intake
+    with Intake(ctx, "slow", "--delay", "30") as intake:
+        rc, stdout, stderr, _out = harm(ctx, ["rawfork", 1.2], {
+            "DD_TRACE_AGENT_URL": intake.url, "DD_PROFILING_UPLOAD_PERIOD": "0.5",
+            "DD_PROFILING_EXIT_FLUSH_TIMEOUT": "2"})
+    m = re.search(r"rawfork fork_ms ([0-9.]+) clone_ms ([0-9.]+) status (\d+) (\d+)", stdout)
+    check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+    fork_ms, clone_ms = float(m.group(1)), float(m.group(2))
+    check(m.group(3) == "0" and m.group(4) == "0", "children's status %s %s"
+          % (m.group(3), m.group(4)))
+    check(fork_ms < 500 and clone_ms < 500, "the _Fork child took %.1f ms, the clone child "
+          "%.1f ms" % (fork_ms, clone_ms))
+    return "_Fork child %.1f ms, clone child %.1f ms" % (fork_ms, clone_ms)

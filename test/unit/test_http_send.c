@@ -1,8 +1,9 @@
 /*
  * test_http_send.c - unit tests of the retry policy of uploader/http_send.c: which
  * answers are retried (http_classify, http_fail_kind) and the jittered exponential
- * backoff (http_backoff_ns). The sending itself is covered by the integration tests
- * against scripts/intake_server.py.
+ * backoff (http_backoff_ns); a fork child told libcurl may be held
+ * (http_send_forbid_curl) fails https:// requests at once without loading it. The
+ * sending itself is covered by the integration tests against scripts/intake_server.py.
  */
 #include "uploader/http_send.h"
 
@@ -10,6 +11,11 @@
 #include <curl/curl.h>
 
 #include "test/unit/check_run.h"
+#include "uploader/curl_api.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
 
 START_TEST(test_2xx_is_delivered)
 {
@@ -92,6 +98,30 @@ START_TEST(test_backoff_doubles_with_jitter_in_the_upper_half)
 }
 END_TEST
 
+START_TEST(test_forbidden_curl_fails_https_at_once_without_loading_it)
+{
+	http_send_forbid_curl();
+	struct http_client *c = http_client_new(5ULL * 1000000000ULL);
+	ck_assert_ptr_nonnull(c);
+	struct http_job j;
+	memset(&j, 0, sizeof(j));
+	j.label = "test";
+	j.req.url = "https://127.0.0.1:9/x";
+	struct ratelimit warn = {0};
+	j.warn = &warn;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	http_send_all(c, &j, 1, UINT64_MAX, NULL, false);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	ck_assert_int_lt(j.rc, 0);
+	ck_assert_int_eq(j.fail, HTTP_FAIL_SETUP);
+	ck_assert_msg(!curl_api_loaded(), "libcurl was loaded in a process that must not use it");
+	ck_assert_msg(ms < 1000, "the refused request took %.1f ms", ms);
+	http_client_free(c);
+}
+END_TEST
+
 static Suite *http_send_suite(void)
 {
 	Suite *s = suite_create("http_send");
@@ -102,9 +132,11 @@ static Suite *http_send_suite(void)
 	tcase_add_test(tc, test_connection_errors_are_retried);
 	tcase_add_test(tc, test_errors_retrying_cannot_fix_are_not_retried);
 	tcase_add_test(tc, test_backoff_doubles_with_jitter_in_the_upper_half);
+	tcase_add_test(tc, test_forbidden_curl_fails_https_at_once_without_loading_it);
 	suite_add_tcase(s, tc);
 	return s;
 }
+
 
 int main(void)
 {

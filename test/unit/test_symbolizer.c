@@ -674,6 +674,29 @@ static void check_entry_rule(void)
 	ck_assert_msg(n == 0 || strcmp(fr[0].function, "_start") != 0, "entry + 64 named _start");
 }
 
+/* A fork child whose parent's profiler thread may have been inside libdw never calls it
+ * (a lock or a one-time initialization may be held by a thread that is not there): it
+ * names from ELF symbol tables. */
+START_TEST(test_forbidden_libdw_names_from_symbol_tables)
+{
+	symbolizer_free(sym);
+	dw_api_test_reset(NULL);
+	dw_api_forbid_after_fork();
+	ck_assert_ptr_null(dw_api_get());
+	sym = symbolizer_new();
+	ck_assert_ptr_nonnull(sym);
+	ck_assert_int_gt(symbolizer_refresh(sym), 0);
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	ck_assert_uint_eq(frames_of((uintptr_t)plain_fn(), true, fr), 1);
+	ck_assert_str_eq(fr[0].function, "sym_plain_target");
+	ck_assert_ptr_null(fr[0].file);
+	struct symbolizer_stats st;
+	symbolizer_get_stats(sym, &st);
+	ck_assert(!st.libdw);
+	ck_assert_uint_eq(st.dwarf_lookups, 0);
+}
+END_TEST
+
 START_TEST(test_entry_code_of_a_stripped_program_is_start)
 {
 	check_entry_rule();
@@ -753,6 +776,7 @@ int main(void)
 	tcase_add_test(tc, test_debuginfod_is_never_asked);
 	tcase_add_test(tc, test_vdso_functions_are_named_from_memory);
 	tcase_add_test(tc, test_without_libdw_names_come_from_elf_symbol_tables);
+	tcase_add_test(tc, test_forbidden_libdw_names_from_symbol_tables);
 	tcase_add_test(tc, test_entry_code_of_a_stripped_program_is_start);
 	tcase_add_test(tc, test_entry_rule_without_libdw);
 	tcase_add_test(tc, test_malformed_files_do_not_crash);

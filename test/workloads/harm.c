@@ -24,6 +24,11 @@
  *                       "unshare rc R errno E".
  *  status               prints "status S threads T" (ddprof_status(), or 1 without the
  *                       agent, and the process's threads).
+ *  rawfork SECONDS      computes SECONDS polling between batches (a profiler starts its
+ *                       thread), then makes a child with _Fork() and one with the clone
+ *                       system call (neither runs pthread_atfork handlers), each of which
+ *                       calls exit(0); prints "rawfork fork_ms F clone_ms C status S T":
+ *                       how long each child took from its creation to its reaping.
  * Every mode's compute loop is harm_burn. Prints "cpu_seconds C" last (process CPU).
  */
 #define _GNU_SOURCE
@@ -295,6 +300,35 @@ static int mode_status(void)
 	return 0;
 }
 
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+extern pid_t _Fork(void);
+
+static int mode_rawfork(double seconds)
+{
+	compute(seconds, 1);
+	fflush(stdout);
+	double ms[2];
+	int st[2];
+	for (int i = 0; i < 2; i++) {
+		double t0 = now_ms();
+		pid_t pid = i == 0 ? _Fork() : (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+		if (pid < 0)
+			return 3;
+		if (pid == 0)
+			exit(0);
+		waitpid(pid, &st[i], 0);
+		ms[i] = now_ms() - t0;
+	}
+	printf("rawfork fork_ms %.1f clone_ms %.1f status %d %d\n", ms[0], ms[1], st[0], st[1]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -316,6 +350,8 @@ int main(int argc, char **argv)
 		rc = mode_rawsig(a2);
 	else if (!strcmp(m, "unshare"))
 		rc = mode_unshare(a2);
+	else if (!strcmp(m, "rawfork"))
+		rc = mode_rawfork(a2);
 	else if (!strcmp(m, "status"))
 		rc = mode_status();
 	else
