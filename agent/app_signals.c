@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/sandbox.h"
 #include "common/fork_child.h"
 #include "common/raw_syscall.h"
 
@@ -49,8 +50,15 @@ struct app_entry {
 };
 
 static struct app_entry table[SIG_SLOTS];
-/* A fork child reads it (app_signals_after_fork_child): on the page it touches anyway. */
-FORK_CHILD_DATA static _Atomic int write_lock;
+/* The writer's lock: 0, or the pid of the process whose thread holds it. A fork child
+ * (or a child made without our fork handlers) may inherit it held by a thread that is
+ * not there: the stamp is another process's, and the child takes the lock over. */
+static _Atomic int write_lock;
+/* The process the table belongs to: set at start-up and by our fork child handler. A
+ * caller of another pid is a vfork child (sharing our memory: it must not write the
+ * parent's table) or a child made without our handlers: the kernel's calls are passed
+ * through untouched. 0 until the agent runs: everything is passed through. */
+FORK_CHILD_DATA static pid_t owner_pid;
 static int sampling_signo;
 static app_signals_handler_fn sampling_handler;
 static _Atomic uint64_t forwarded;
@@ -134,14 +142,22 @@ static void write_action(int sig, const struct app_action *a)
 	atomic_store_explicit(&e->cur, next, memory_order_release);
 }
 
-/* async-signal-safe. Every signal blocked, then the lock: old receives the mask. */
-static void lock(uint64_t *old)
+/* async-signal-safe. Every signal blocked, then the lock, stamped with this process's
+ * pid: old receives the mask. */
+static void lock(uint64_t *old, int pid)
 {
 	uint64_t all = ~0ULL;
 	raw_syscall(SYS_rt_sigprocmask, SIG_BLOCK, (long)&all, (long)old, sizeof(all));
-	/* Acquire pairs with unlock's release: the previous writer's table writes. */
-	while (atomic_exchange_explicit(&write_lock, 1, memory_order_acquire))
+	for (;;) {
+		int v = atomic_load_explicit(&write_lock, memory_order_relaxed);
+		/* Free, or held in another process (inherited across a fork): ours to take.
+		 * Acquire pairs with unlock's release: the previous writer's table writes. */
+		if ((v == 0 || v != pid) &&
+		    atomic_compare_exchange_weak_explicit(&write_lock, &v, pid, memory_order_acquire,
+							  memory_order_relaxed))
+			return;
 		__builtin_ia32_pause();
+	}
 }
 
 /* async-signal-safe */
@@ -150,6 +166,18 @@ static void unlock(const uint64_t *old)
 	/* Release pairs with lock's acquire. */
 	atomic_store_explicit(&write_lock, 0, memory_order_release);
 	raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)old, 0, sizeof(*old));
+}
+
+/* async-signal-safe. What the kernel goes by: the handler value alone, whatever the
+ * flags (SA_SIGINFO with SIG_DFL or SIG_IGN is still SIG_DFL or SIG_IGN). */
+static bool is_dfl(uintptr_t h)
+{
+	return h == (uintptr_t)SIG_DFL;
+}
+
+static bool is_ign(uintptr_t h)
+{
+	return h == (uintptr_t)SIG_IGN;
 }
 
 /* async-signal-safe. The default action of sig, with the siginfo it came with: the
@@ -199,14 +227,14 @@ static void dispatch(int sig, siginfo_t *si, void *uc)
 {
 	struct app_action a;
 	read_action(sig, &a);
-	if (!a.virt) {
+	if (!a.virt || is_dfl(a.handler) || is_ign(a.handler)) {
 		/* The application set SIG_DFL or SIG_IGN while this signal was on its way
 		 * to the handler it had. */
 		struct sigaction cur;
 		int saved = errno;
 		__sigaction(sig, NULL, &cur);
 		errno = saved;
-		if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL)
+		if (is_dfl((uintptr_t)cur.sa_handler))
 			default_action(sig, si);
 		return;
 	}
@@ -236,8 +264,8 @@ static void action_to_sigaction(const struct app_action *a, const struct sigacti
 /* async-signal-safe */
 static bool is_handler(const struct sigaction *act)
 {
-	return (act->sa_flags & SA_SIGINFO) ||
-	       (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN);
+	uintptr_t h = (uintptr_t)act->sa_handler;
+	return !is_dfl(h) && !is_ign(h);
 }
 
 /* async-signal-safe */
@@ -247,8 +275,12 @@ int app_signals_sigaction(int sig, const struct sigaction *act, struct sigaction
 	 * answer), glibc's internal signals (refused by libc). */
 	if (sig <= 0 || sig >= SIG_SLOTS || sig == SIGKILL || sig == SIGSTOP)
 		return __sigaction(sig, act, old);
+	/* Not running (disabled, not started yet, failed), or not the table's process. */
+	pid_t owner = owner_pid;
+	if (owner == 0 || raw_syscall(SYS_getpid, 0, 0, 0, 0) != owner)
+		return __sigaction(sig, act, old);
 	uint64_t mask;
-	lock(&mask);
+	lock(&mask, owner);
 	struct sigaction k;
 	int rc = __sigaction(sig, NULL, &k);
 	int err = errno;
@@ -258,10 +290,16 @@ int app_signals_sigaction(int sig, const struct sigaction *act, struct sigaction
 	struct app_action cur;
 	read_action(sig, &cur);
 	struct sigaction prev;
-	if (ours && cur.virt)
+	if (ours && cur.virt) {
 		action_to_sigaction(&cur, &k, &prev);
-	else
+	} else {
 		prev = k;
+		/* The kernel reset a one-shot handler of the application's (SA_RESETHAND)
+		 * to SIG_DFL and kept the SA_SIGINFO we installed it with: the application
+		 * reads its own. */
+		if (cur.virt && (is_dfl((uintptr_t)k.sa_handler) || is_ign((uintptr_t)k.sa_handler)))
+			prev.sa_flags = (k.sa_flags & ~SA_SIGINFO) | (cur.flags & SA_SIGINFO);
+	}
 	if (act) {
 		struct app_action a = {
 		    .virt = true,
@@ -303,8 +341,9 @@ int app_signals_install_sampling(int signo, app_signals_handler_fn handler)
 {
 	if (signo <= 0 || signo >= SIG_SLOTS)
 		return -EINVAL;
+	pid_t pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0);
 	uint64_t mask;
-	lock(&mask);
+	lock(&mask, pid);
 	struct sigaction prev;
 	int rc = __sigaction(signo, NULL, &prev);
 	if (rc == 0) {
@@ -312,8 +351,10 @@ int app_signals_install_sampling(int signo, app_signals_handler_fn handler)
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = handler;
 		/* SA_RESTART: interrupted system calls of the application resume instead
-		 * of failing with EINTR. */
-		sa.sa_flags = SA_SIGINFO | SA_RESTART;
+		 * of failing with EINTR. SA_ONSTACK: a thread with an alternate signal stack
+		 * runs every handler there (Go's goroutine stacks are too small for ours,
+		 * and its runtime aborts on a handler without it). */
+		sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 		/* Nothing may interrupt a record: an application handler that siglongjmps
 		 * would leave the profile's writer count raised. */
 		sigfillset(&sa.sa_mask);
@@ -331,6 +372,8 @@ int app_signals_install_sampling(int signo, app_signals_handler_fn handler)
 		rc = __sigaction(signo, &sa, NULL);
 	}
 	int err = rc == 0 ? 0 : -errno;
+	if (rc == 0)
+		owner_pid = pid; /* the table is in use from now on */
 	unlock(&mask);
 	return err;
 }
@@ -340,9 +383,9 @@ void app_signals_deliver(int sig, siginfo_t *si, void *uc)
 {
 	struct app_action a;
 	read_action(sig, &a);
-	if (!(a.flags & SA_SIGINFO) && (void (*)(int))a.handler == SIG_IGN)
+	if (is_ign(a.handler))
 		return;
-	if (!(a.flags & SA_SIGINFO) && (void (*)(int))a.handler == SIG_DFL) {
+	if (is_dfl(a.handler)) {
 		default_action(sig, si);
 		return;
 	}
@@ -350,7 +393,7 @@ void app_signals_deliver(int sig, siginfo_t *si, void *uc)
 		/* A one-shot handler: the next one gets the default action. */
 		struct app_action dfl = {.virt = true, .handler = (uintptr_t)SIG_DFL};
 		uint64_t m;
-		lock(&m);
+		lock(&m, owner_pid);
 		write_action(sig, &dfl);
 		unlock(&m);
 	}
@@ -361,17 +404,20 @@ void app_signals_deliver(int sig, siginfo_t *si, void *uc)
 	uint64_t m = set_to_bits(&u->uc_sigmask) | a.mask;
 	if (!(a.flags & SA_NODEFER))
 		m |= sig_bit(sig);
-	raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)&m, 0, sizeof(m));
+	/* Not under a seccomp filter we saw (strict mode forbids rt_sigprocmask): the
+	 * handler then runs with every signal blocked. */
+	if (!sandbox_thread_active())
+		raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)&m, 0, sizeof(m));
 	atomic_fetch_add_explicit(&forwarded, 1, memory_order_relaxed);
 	call_app(sig, si, uc, &a);
 }
 
-FORK_CHILD_PATH void app_signals_after_fork_child(void)
+FORK_CHILD_PATH void app_signals_after_fork_child(pid_t pid)
 {
-	/* Held by a thread of the parent that does not exist here; the current slots are
-	 * whole (a writer flips the index last). */
-	if (atomic_load_explicit(&write_lock, memory_order_relaxed))
-		atomic_store_explicit(&write_lock, 0, memory_order_relaxed);
+	/* The table is this child's now (a copy: its current slots are whole, as a writer
+	 * flips the index last); a lock a vanished thread held is taken over by pid. */
+	if (owner_pid != 0)
+		owner_pid = pid;
 }
 
 bool app_signals_in_handler(void)

@@ -56,8 +56,9 @@ bool app_signals_in_handler(void);
  * application replaced it without libc, e.g. a raw rt_sigaction). */
 bool app_signals_sampling_intact(void);
 
-/* Fork child, its only thread: a writer of the parent may have held the lock. */
-void app_signals_after_fork_child(void);
+/* Fork child, its only thread, pid its id (0: unknown, the table is then not used in
+ * this process): the table is the child's. */
+void app_signals_after_fork_child(pid_t pid);
 
 /* Counters: signals of the sampling number that ran the application's handler. */
 uint64_t app_signals_forwarded(void);

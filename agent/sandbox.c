@@ -68,6 +68,20 @@ FORK_CHILD_PATH bool sandbox_any(void)
 	return atomic_load_explicit(&any_sandboxed, memory_order_relaxed);
 }
 
+struct sandbox_state sandbox_save(void)
+{
+	struct sandbox_state st = {thread_sandboxed,
+				   atomic_load_explicit(&process_sandboxed, memory_order_relaxed)};
+	return st;
+}
+
+void sandbox_restore(struct sandbox_state st)
+{
+	/* any_sandboxed stays: guarded reads stay off, the cautious side. */
+	thread_sandboxed = st.thread;
+	atomic_store_explicit(&process_sandboxed, st.process, memory_order_relaxed);
+}
+
 void sandbox_inherit(void)
 {
 	thread_sandboxed = true;

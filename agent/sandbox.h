@@ -29,6 +29,13 @@ void sandbox_enter_thread(void);
 /* Normal context: a filter for every thread of the process is about to be installed. */
 void sandbox_enter_process(void);
 
+/* The calling thread's flags, to give back when a filter was refused. */
+struct sandbox_state {
+	bool thread, process;
+};
+struct sandbox_state sandbox_save(void);
+void sandbox_restore(struct sandbox_state s);
+
 /* async-signal-safe. Whether the calling thread runs under a filter we saw installed. */
 bool sandbox_thread_active(void);
 /* async-signal-safe. Whether every thread does (SECCOMP_FILTER_FLAG_TSYNC). */

@@ -39,6 +39,7 @@
 #include "agent/fork_local.h"
 #include "agent/modules.h"
 #include "common/digits.h"
+#include "agent/sandbox.h"
 #include "common/raw_syscall.h"
 
 #define GUARDED_READS_MAX 32
@@ -81,8 +82,10 @@ static bool read_word(struct walk *w, uintptr_t addr, uintptr_t *out)
 		*out = *(const uintptr_t *)addr;
 		return true;
 	}
+	/* sandbox_any: a filter installed since the last check of /proc/self/status may
+	 * forbid process_vm_readv (that check sees the main thread's mode only). */
 	if (!atomic_load_explicit(&guarded_reads, memory_order_relaxed) || w->guarded_left <= 0 ||
-	    addr < 4096) {
+	    addr < 4096 || sandbox_any()) {
 		w->failed++;
 		return false;
 	}
@@ -231,7 +234,8 @@ static bool seccomp_filter_active(const char *status_path)
 
 bool unwind_enable_guarded_reads(const char *status_path)
 {
-	bool on = !seccomp_filter_active(status_path ? status_path : "/proc/self/status");
+	bool on = !sandbox_any() &&
+		  !seccomp_filter_active(status_path ? status_path : "/proc/self/status");
 	unwind_set_guarded_reads(on);
 	return on;
 }

@@ -15,7 +15,7 @@
  * async-signal-safe, and a handler may interrupt any lock), nor in a thread under a
  * seccomp filter we saw installed, nor in one of the profiler's own threads.
  * Each wrapper calls the next definition (RTLD_NEXT: another interposer's, or libc's),
- * resolved by the constructor; a call before it resolves the function then.
+ * resolved by a constructor of this file; a call before it resolves the function then.
  * Context: application threads, normal context or their signal handlers.
  */
 #include <dlfcn.h>
@@ -35,7 +35,6 @@
 #include "agent/app_signals.h"
 #include "agent/sampler.h"
 #include "agent/sandbox.h"
-#include "preload/entry_points.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -127,10 +126,11 @@ ENTRY(pid_t, wait4, -1, (pid_t pid, int *status, int options, struct rusage *ru)
       (pid, status, options, ru))
 /* clang-format on */
 
-void entry_points_init(void)
+/* Resolved by a constructor of its own, whatever the configuration (a disabled agent
+ * still interposes these), rather than at a first call that might come from a signal
+ * handler (dlsym is not async-signal-safe). */
+__attribute__((constructor)) static void entry_points_resolve(void)
 {
-	/* Resolved now, in the constructor, rather than at a first call that might come
-	 * from a signal handler (dlsym is not async-signal-safe). */
 	static const struct {
 		const char *name;
 		void **slot;

@@ -39,8 +39,6 @@
 #include "common/dl_guard.h"
 #include "common/log.h"
 #include "preload/ddprof.h"
-#include "preload/entry_points.h"
-#include "preload/sandbox_guard.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -286,7 +284,7 @@ FORK_CHILD_PATH static void atfork_child(void)
 	modules_atfork_child(own_create);
 	uploader_atfork_child();
 	restore_signal_mask_child();
-	app_signals_after_fork_child();
+	app_signals_after_fork_child(threads_fork_child_pid());
 	/* Last: from here on samples may land (see child_unblock). Not under a seccomp
 	 * filter: a timer is a new kind of system call (agent/sandbox.h). */
 	if (!sandbox_thread_active())
@@ -384,8 +382,6 @@ __attribute__((constructor)) static void ddprof_init(void)
 		log_error("cannot find pthread_create; profiling disabled");
 		goto out;
 	}
-	entry_points_init();
-	sandbox_guard_init();
 	profiles = fork_local_or(&profiles_fallback, sizeof(*profiles));
 	/* The profile starts now: the uploader thread may start much later (at the first
 	 * need). A system call, not the vDSO, whose code and data pages /bin/true would

@@ -1,78 +1,120 @@
 /*
- * sandbox_guard.c - seccomp filters installed through libc, seen before they apply.
+ * sandbox_guard.c - seccomp filters and namespace changes made through libc, seen
+ * before they apply.
  *
- * Owns: the interposed prctl and syscall. Before the application's
- * prctl(PR_SET_SECCOMP, ...), or syscall(SYS_seccomp, SET_MODE_STRICT or FILTER, ...)
- * (libseccomp's way), or syscall(SYS_prctl, PR_SET_SECCOMP, ...), the profiler is told
- * (agent/sandbox.h): from then on it makes no new kind of system call in the threads
- * the filter covers. A filter for every thread (SECCOMP_FILTER_FLAG_TSYNC) covers the
- * profiler's own thread too: it is stopped first, without a final profile; so is it
- * before strict mode (see before_filter). A raw
- * syscall instruction (not through libc) is not seen: see README, Current limits.
- * Context: application threads, normal context (neither prctl nor syscall is
- * async-signal-safe).
+ * Owns: the interposed prctl, syscall, unshare and setns.
+ *  - Before a call that installs a seccomp filter (prctl(PR_SET_SECCOMP, ...), or
+ *    syscall(SYS_seccomp, ...), libseccomp's way, or syscall(SYS_prctl, ...)), the
+ *    profiler is told (agent/sandbox.h): from then on it makes no new kind of system
+ *    call in the threads the filter covers. A filter for every thread
+ *    (SECCOMP_FILTER_FLAG_TSYNC) covers the profiler's own thread too: it is stopped
+ *    first, without a final profile; so is it before strict mode, where a forbidden call
+ *    kills the calling thread only and a program ends with its last thread's exit (a
+ *    thread of ours left behind would keep it alive). Calls that cannot install one
+ *    (libseccomp's probes: strict mode with flags or arguments, a filter without a
+ *    program) change nothing; a call that fails gives everything back.
+ *  - unshare and setns into a user or mount namespace (and the flags that need a
+ *    single-threaded process) fail with EINVAL in a process with a second thread: when
+ *    the profiler's thread is the only other one, it is stopped for the call and starts
+ *    again at the next need.
+ * prctl and syscall make the system call inline: no dlsym, so a call before our
+ * constructor (jemalloc's bootstrap uses syscall()) or from a signal handler is safe. A
+ * raw syscall instruction (not through libc) is not seen: see README, Current limits.
+ * Context: application threads, normal context.
  */
-#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include "agent/sandbox.h"
-#include "common/config.h"
 #include "common/log.h"
+#include "common/raw_syscall.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
 
-/* How long a filter for every thread waits for the profiler's thread to stop: an
- * upload in flight gives up at its next poll, well within this. */
+/* How long a call waits for the profiler's thread to stop: an upload in flight gives
+ * up at its next poll, well within this. */
 #define QUIESCE_TIMEOUT_NS (2ULL * 1000000000ULL)
+/* unshare flags (and setns namespace types) the kernel refuses to a multi-threaded
+ * process (a user namespace; a mount namespace or CLONE_FS need an unshared fs). */
+#define NEEDS_ONE_THREAD (CLONE_NEWUSER | CLONE_NEWNS | CLONE_FS | CLONE_SIGHAND | CLONE_VM)
 
-typedef int (*prctl_fn)(int, unsigned long, unsigned long, unsigned long, unsigned long);
-typedef long (*syscall_fn)(long, long, long, long, long, long, long);
-static prctl_fn next_prctl;
-static syscall_fn next_syscall;
-
-static void *next_fn(const char *name, void **slot)
+/* libc's syscall() convention on a raw result. */
+static long libc_result(long r)
 {
-	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	if (!f) {
-		f = dlsym(RTLD_NEXT, name);
-		/* Release pairs with the acquire above: every thread resolves the same. */
-		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return -1;
 	}
-	return f;
+	return r;
 }
 
-void sandbox_guard_init(void)
+struct filter_call {
+	bool installs;	  /* the call can install a filter */
+	bool all_threads; /* SECCOMP_FILTER_FLAG_TSYNC */
+	bool strict;
+};
+
+static struct filter_call classify_seccomp(long op, unsigned long flags, long args)
 {
-	next_fn("prctl", (void **)&next_prctl);
-	next_fn("syscall", (void **)&next_syscall);
+	struct filter_call c = {false, false, false};
+	if (op == SECCOMP_SET_MODE_STRICT && flags == 0 && args == 0)
+		c.installs = c.strict = true;
+	else if (op == SECCOMP_SET_MODE_FILTER && args != 0)
+		c.installs = true, c.all_threads = flags & SECCOMP_FILTER_FLAG_TSYNC;
+	return c;
 }
 
-/* Before a filter is installed. all_threads: SECCOMP_FILTER_FLAG_TSYNC. strict:
- * strict mode, where a forbidden call kills the calling thread only and a program ends
- * with the exit system call of its last thread: a thread of ours left behind would
- * keep the process alive forever. */
-static void before_filter(bool all_threads, bool strict)
+static struct filter_call classify_prctl(unsigned long mode, unsigned long prog)
+{
+	struct filter_call c = {false, false, false};
+	if (mode == SECCOMP_MODE_STRICT)
+		c.installs = c.strict = true;
+	else if (mode == SECCOMP_MODE_FILTER && prog != 0)
+		c.installs = true;
+	return c;
+}
+
+struct before {
+	struct sandbox_state state;
+	bool quiesced;
+};
+
+/* Before a filter may be installed: what to give back if it is not. */
+static struct before before_filter(struct filter_call c)
 {
 	int saved = errno;
-	if (strict && !uploader_quiesce(QUIESCE_TIMEOUT_NS))
-		log_warn("the profiler's thread did not stop within %llu ms before seccomp "
-			 "strict mode; the process may outlive its last thread",
-			 QUIESCE_TIMEOUT_NS / 1000000ULL);
-	if (all_threads) {
+	struct before b = {sandbox_save(), false};
+	if (c.strict || c.all_threads) {
+		b.quiesced = true;
 		if (!uploader_quiesce(QUIESCE_TIMEOUT_NS))
 			log_warn("the profiler's thread did not stop within %llu ms before a "
-				 "seccomp filter for every thread; it may be killed by it",
+				 "seccomp filter for every thread or strict mode",
 				 QUIESCE_TIMEOUT_NS / 1000000ULL);
-		sandbox_enter_process();
-	} else {
-		sandbox_enter_thread();
 	}
+	if (c.all_threads)
+		sandbox_enter_process();
+	else
+		sandbox_enter_thread();
 	errno = saved;
+	return b;
+}
+
+static long after_filter(const struct before *b, long rc)
+{
+	if (rc < 0) {
+		sandbox_restore(b->state);
+		if (b->quiesced)
+			uploader_resume();
+	}
+	return rc;
 }
 
 DDPROF_EXPORT int prctl(int option, ...)
@@ -84,14 +126,75 @@ DDPROF_EXPORT int prctl(int option, ...)
 	unsigned long a4 = va_arg(ap, unsigned long);
 	unsigned long a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	prctl_fn f = (prctl_fn)next_fn("prctl", (void **)&next_prctl);
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	if (option == PR_SET_SECCOMP) /* no flags: the calling thread only */
-		before_filter(false, a2 == SECCOMP_MODE_STRICT);
-	return f(option, a2, a3, a4, a5);
+	struct filter_call c = {false, false, false};
+	if (option == PR_SET_SECCOMP)
+		c = classify_prctl(a2, a3);
+	struct before b;
+	if (c.installs)
+		b = before_filter(c);
+	long rc = raw_syscall6(SYS_prctl, option, (long)a2, (long)a3, (long)a4, (long)a5, 0);
+	if (c.installs)
+		after_filter(&b, rc);
+	return (int)libc_result(rc);
+}
+
+/* Whether the profiler's thread is the only thread besides the caller. */
+static bool ours_is_the_other_thread(void)
+{
+	if (!uploader_thread_started())
+		return false;
+	char buf[512];
+	int fd = (int)raw_syscall(SYS_open, (long)"/proc/self/stat", O_RDONLY | O_CLOEXEC, 0, 0);
+	if (fd < 0)
+		return false;
+	long n = raw_syscall(SYS_read, fd, (long)buf, sizeof(buf) - 1, 0);
+	raw_syscall(SYS_close, fd, 0, 0, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	/* Field 20, num_threads, counted after the command's closing parenthesis. */
+	const char *p = buf + n;
+	while (p > buf && *p != ')')
+		p--;
+	int field = 2;
+	for (; *p && field < 20; p++)
+		field += *p == ' ';
+	return field == 20 && p[0] == '2' && (p[1] == ' ' || p[1] == 0);
+}
+
+/* Around a call that needs a single-threaded process: the profiler's thread stops for
+ * it when it is the only other one. Returns whether it was stopped. */
+static bool before_one_thread_call(unsigned long flags)
+{
+	if (!(flags & NEEDS_ONE_THREAD) || !ours_is_the_other_thread())
+		return false;
+	int saved = errno;
+	bool gone = uploader_quiesce(QUIESCE_TIMEOUT_NS);
+	errno = saved;
+	if (!gone)
+		uploader_resume();
+	return gone;
+}
+
+static long one_thread_call(long nr, long a1, long a2, unsigned long flags)
+{
+	bool stopped = before_one_thread_call(flags);
+	long rc = raw_syscall(nr, a1, a2, 0, 0);
+	if (stopped)
+		uploader_resume();
+	return rc;
+}
+
+DDPROF_EXPORT int unshare(int flags)
+{
+	return (int)libc_result(one_thread_call(SYS_unshare, flags, 0, (unsigned)flags));
+}
+
+DDPROF_EXPORT int setns(int fd, int nstype)
+{
+	/* 0: any type (it may be a user namespace). */
+	unsigned long need = nstype == 0 ? NEEDS_ONE_THREAD : (unsigned)nstype;
+	return (int)libc_result(one_thread_call(SYS_setns, fd, nstype, need));
 }
 
 DDPROF_EXPORT long syscall(long nr, ...)
@@ -105,17 +208,21 @@ DDPROF_EXPORT long syscall(long nr, ...)
 	long a5 = va_arg(ap, long);
 	long a6 = va_arg(ap, long);
 	va_end(ap);
-	syscall_fn f = (syscall_fn)next_fn("syscall", (void **)&next_syscall);
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	if (nr == SYS_seccomp &&
-	    (a1 == SECCOMP_SET_MODE_STRICT || a1 == SECCOMP_SET_MODE_FILTER))
-		before_filter(a1 == SECCOMP_SET_MODE_FILTER &&
-				  ((unsigned long)a2 & SECCOMP_FILTER_FLAG_TSYNC),
-			      a1 == SECCOMP_SET_MODE_STRICT);
+	struct filter_call c = {false, false, false};
+	if (nr == SYS_seccomp)
+		c = classify_seccomp(a1, (unsigned long)a2, a3);
 	else if (nr == SYS_prctl && a1 == PR_SET_SECCOMP)
-		before_filter(false, a2 == SECCOMP_MODE_STRICT);
-	return f(nr, a1, a2, a3, a4, a5, a6);
+		c = classify_prctl((unsigned long)a2, (unsigned long)a3);
+	else if (nr == SYS_unshare)
+		return libc_result(one_thread_call(nr, a1, 0, (unsigned long)a1));
+	else if (nr == SYS_setns)
+		return libc_result(
+		    one_thread_call(nr, a1, a2, a2 == 0 ? NEEDS_ONE_THREAD : (unsigned long)a2));
+	struct before b;
+	if (c.installs)
+		b = before_filter(c);
+	long rc = raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
+	if (c.installs)
+		after_filter(&b, rc);
+	return libc_result(rc);
 }

@@ -129,7 +129,7 @@ FORK_CHILD_DATA static pid_t owner_pid;
 FORK_CHILD_DATA static bool forked;
 FORK_CHILD_DATA static pid_t spawn_pending_pid;
 
-static void start_deferred(void);
+static void start_deferred(bool may_wait);
 
 /* threads.h's kick: a thread registered for its timer while this thread sleeps long. */
 static void threads_wake(void)
@@ -144,8 +144,13 @@ bool uploader_modules_wake(bool start)
 {
 	/* A dlopen or dlclose: the new tables are built by the thread, so start it. */
 	if (start)
-		start_deferred();
-	pthread_mutex_lock(ctl.lock);
+		start_deferred(false);
+	/* Not waiting, as start_deferred(false): a dlopen from another library's fork
+	 * handler must not wait for the lock our prepare handler holds in this thread. The
+	 * kick is then lost; the thread's periodic rescan finds the module. */
+	if (pthread_mutex_trylock(ctl.lock) != 0)
+		return atomic_load_explicit(&thread_spawned, memory_order_relaxed) ||
+		       atomic_load_explicit(&spawn_pending, memory_order_relaxed);
 	bool hosting = (ctl.running && !ctl.done) ||
 		       (atomic_load_explicit(&spawn_pending, memory_order_relaxed) && !ctl.stop);
 	ctl.modules_kick = true;
@@ -552,8 +557,10 @@ static void *uploader_main(void *arg)
 			threads_service_awake();
 		}
 		if (ctl.quiesce) {
-			/* A filter for every thread is about to be installed: nothing more,
-			 * not even a final profile (uploader_quiesce). */
+			/* A filter for every thread is about to be installed, or the process
+			 * must be single-threaded for a moment: nothing more, not even a
+			 * final profile (uploader_quiesce). Threads arm their own timers. */
+			threads_defer_arming(NULL);
 			ctl.done = true;
 			pthread_cond_broadcast(&ctl.cond);
 			break;
@@ -640,7 +647,7 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 
 /* Normal context, called by the application (never from one of its signal handlers):
  * starts the thread the process deferred, if it did. */
-FORK_CHILD_PATH static void start_deferred(void)
+FORK_CHILD_PATH static void start_deferred(bool may_wait)
 {
 	/* Acquire pairs with uploader_start's release (the pid before the flag); the fork
 	 * child handler sets both before the child has another thread. Decided again below
@@ -653,7 +660,13 @@ FORK_CHILD_PATH static void start_deferred(void)
 		sandbox_count_skip();
 		return;
 	}
-	pthread_mutex_lock(ctl.lock);
+	/* may_wait false: called from one of the application's calls, which may come from
+	 * another library's fork handler while our prepare handler holds the lock in this
+	 * very thread; the thread then starts at a later call. */
+	if (may_wait)
+		pthread_mutex_lock(ctl.lock);
+	else if (pthread_mutex_trylock(ctl.lock) != 0)
+		return;
 	bool mine = atomic_exchange_explicit(&spawn_pending, false, memory_order_relaxed);
 	int rc = mine && !ctl.stop ? spawn_thread() : 0;
 	pthread_mutex_unlock(ctl.lock);
@@ -667,23 +680,26 @@ FORK_CHILD_PATH static void start_deferred(void)
 
 void uploader_ensure_thread(void)
 {
-	start_deferred();
+	start_deferred(false);
 }
 
 FORK_CHILD_PATH bool uploader_app_call_wanted(void)
 {
 	return atomic_load_explicit(&spawn_pending, memory_order_relaxed) ||
-	       (up_profiles && profiles_room_wanted(up_profiles));
+	       (up_profiles && !atomic_load_explicit(&thread_spawned, memory_order_relaxed) &&
+		profiles_room_wanted(up_profiles));
 }
 
 void uploader_app_call(void)
 {
-	/* Memory first: the thread, once started, maps it itself at its wake-ups. */
-	if (up_profiles && profiles_room_wanted(up_profiles))
+	/* Memory first, while the thread is not running (once it runs, it maps memory
+	 * itself at its wake-ups, never in the application's calls). */
+	if (up_profiles && !atomic_load_explicit(&thread_spawned, memory_order_relaxed) &&
+	    profiles_room_wanted(up_profiles))
 		profiles_grow_if_needed(up_profiles);
 	if (atomic_load_explicit(&spawn_pending, memory_order_relaxed) &&
 	    !profiles_empty(up_profiles))
-		start_deferred();
+		start_deferred(false);
 }
 
 
@@ -714,6 +730,12 @@ bool uploader_quiesce(uint64_t timeout_ns)
 {
 	/* Never started again in this process. */
 	atomic_store_explicit(&spawn_pending, false, memory_order_relaxed);
+	/* Warming gives up between modules (as at exit). */
+	atomic_store_explicit(&exiting, true, memory_order_relaxed);
+	/* The waits below are cancellation points: a cancel must not leave ctl.lock held
+	 * (fork and exit take it). */
+	int cancel_state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	pthread_mutex_lock(ctl.lock);
 	bool gone = true;
 	if (ctl.running && !ctl.done) {
@@ -732,7 +754,23 @@ bool uploader_quiesce(uint64_t timeout_ns)
 	 * calls. The thread only unlocks and returns after setting done. */
 	if (join)
 		pthread_join(t, NULL);
+	pthread_setcancelstate(cancel_state, NULL);
 	return gone;
+}
+
+void uploader_resume(void)
+{
+	pthread_mutex_lock(ctl.lock);
+	if (ctl.quiesce && ctl.done && !ctl.joinable) {
+		/* The stopped thread is gone (joined): a new one starts at the next need. */
+		ctl.running = ctl.stop = ctl.done = ctl.quiesce = ctl.cycling = false;
+		atomic_store_explicit(&thread_spawned, false, memory_order_relaxed);
+		atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&exiting, false, memory_order_relaxed);
+		spawn_pending_pid = getpid();
+		atomic_store_explicit(&spawn_pending, true, memory_order_release);
+	}
+	pthread_mutex_unlock(ctl.lock);
 }
 
 /* The thread is told to stop, and waited for when it has a final profile to send. */
@@ -797,7 +835,7 @@ FORK_CHILD_PATH void uploader_stop(void)
 	if (end_account)
 		threads_exit_self(NULL);
 	if (!profiles_empty(up_profiles))
-		start_deferred();
+		start_deferred(true);
 	if (atomic_load_explicit(&thread_spawned, memory_order_relaxed))
 		stop_thread(exit_flush_timeout_ns);
 	errno = saved_errno;
@@ -806,7 +844,10 @@ FORK_CHILD_PATH void uploader_stop(void)
 int uploader_flush(uint64_t timeout_ns)
 {
 	int rc = 0;
-	start_deferred();
+	start_deferred(true);
+	/* The wait is a cancellation point: a cancel must not leave ctl.lock held. */
+	int cancel_state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	pthread_mutex_lock(ctl.lock);
 	if (!ctl.running || ctl.done) {
 		rc = -ESRCH;
@@ -817,6 +858,7 @@ int uploader_flush(uint64_t timeout_ns)
 			rc = -ETIMEDOUT;
 	}
 	pthread_mutex_unlock(ctl.lock);
+	pthread_setcancelstate(cancel_state, NULL);
 	return rc;
 }
 

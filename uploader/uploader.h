@@ -73,10 +73,14 @@ bool uploader_app_call_wanted(void);
  * active profile asked for, and starts the thread if it is still to start and the
  * process has samples. */
 void uploader_app_call(void);
-/* Normal context: the thread stops without a final profile, and is never started again
- * in this process (a seccomp filter for every thread is about to be installed). Waits
- * at most timeout_ns; returns whether the thread is gone (or never ran). */
+/* Normal context: the thread stops without a final profile, and is not started again
+ * until uploader_resume (a seccomp filter for every thread is about to be installed, or
+ * the process must be single-threaded for unshare). Waits at most timeout_ns; returns
+ * whether the thread is gone (or never ran). */
 bool uploader_quiesce(uint64_t timeout_ns);
+/* Normal context, after uploader_quiesce: the thread may start again at the next need
+ * (the filter was refused, or the single-threaded moment is over). */
+void uploader_resume(void);
 
 /* Exports what is pending and stops the thread, waiting at most the configured
  * DD_PROFILING_EXIT_FLUSH_TIMEOUT (its default before uploader_start has run); past it

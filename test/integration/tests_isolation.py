@@ -147,15 +147,34 @@ def test_pthread_create_wrapper_holding_its_lock_finishes(ctx):
 def test_unshare_newuser_after_computing(ctx):
     """A single-threaded program that computes and then calls unshare(CLONE_NEWUSER)
     succeeds as it does alone (the kernel refuses it to a multi-threaded process: the
-    profiler must not have made it one)."""
+    profiler must not have made it one), also when it polled while computing, which
+    starts the profiler's thread: that thread stops for the call and starts again."""
     results = []
-    for preload in (False, True):
-        rc, stdout, stderr, _out = harm(ctx, ["unshare", 0.5], preload=preload)
-        m = re.search(r"unshare rc (-?\d+) errno (\d+)", stdout)
-        check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
-        results.append((int(m.group(1)), int(m.group(2))))
-    check(results[1] == results[0], "unshare alone %s, under the agent %s" % tuple(results))
-    return "unshare rc/errno alone %s, under the agent %s" % tuple(results)
+    for polls in ("0", "1"):
+        for preload in (False, True):
+            rc, stdout, stderr, _out = harm(ctx, ["unshare", 0.5, polls], preload=preload)
+            m = re.search(r"unshare rc (-?\d+) errno (\d+) threads (\d+)", stdout)
+            check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+            results.append((int(m.group(1)), int(m.group(2))))
+        check(results[-1] == results[-2], "polls %s: unshare alone %s, under the agent %s"
+              % (polls, results[-2], results[-1]))
+    return "unshare rc/errno alone/agent: computing %s %s, polling %s %s" % tuple(results)
+
+
+def test_libseccomp_probes_change_nothing(ctx):
+    """libseccomp's probes (strict mode with a flag set, a TSYNC filter without a
+    program: both refused by the kernel) install nothing: the profiler keeps its thread
+    and uploads every period (they used to stop it for good)."""
+    rc, stdout, stderr, out = harm(ctx, ["probe", 2.0])
+    m = re.search(r"probe (\d+) (\d+) threads (\d+)", stdout)
+    check(rc == 0 and m, "exit %d: %r %r" % (rc, stdout, stderr[-300:]))
+    check(m.group(1) == "22" and m.group(2) == "14", "probe errnos %s %s, expected EINVAL "
+          "and EFAULT" % (m.group(1), m.group(2)))
+    check(m.group(3) == "2", "%s threads after the probes: the profiler's stopped"
+          % m.group(3))
+    n = len(profile_files(out))
+    check(n >= 4, "%d profiles in 2.3 s with a 0.5 s period" % n)
+    return "threads %s after the probes, %d profiles" % (m.group(3), n)
 
 
 GUNICORN_PRELOAD_APP = '''

@@ -174,6 +174,7 @@ static void app_info_handler(int sig, siginfo_t *si, void *uc)
 
 START_TEST(other_handlers_run_through_the_dispatcher)
 {
+	install_sampler();
 	struct sigaction act, back, kernel;
 	memset(&act, 0, sizeof(act));
 	act.sa_sigaction = app_info_handler;
@@ -214,6 +215,7 @@ static void jumping_handler(int sig)
 
 START_TEST(siglongjmp_out_of_a_handler_leaves_it)
 {
+	install_sampler();
 	struct sigaction act;
 	memset(&act, 0, sizeof(act));
 	act.sa_handler = jumping_handler;
@@ -239,6 +241,123 @@ START_TEST(replacement_behind_libc_is_noticed)
 	struct sigaction back;
 	ck_assert_int_eq(app_signals_sigaction(SIGPROF, NULL, &back), 0);
 	ck_assert_msg(back.sa_handler == app_handler, "read back: not what the kernel holds");
+}
+END_TEST
+
+/* SA_SIGINFO with SIG_IGN or SIG_DFL (HotSpot sets it on every action) is SIG_IGN or
+ * SIG_DFL: the kernel goes by the handler value, and so must we. */
+START_TEST(siginfo_flag_with_sig_ign_is_still_sig_ign)
+{
+	install_sampler();
+	struct sigaction act, kernel;
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = SIG_IGN;
+	act.sa_flags = SA_SIGINFO;
+	ck_assert_int_eq(app_signals_sigaction(SIGUSR1, &act, NULL), 0);
+	ck_assert_int_eq(sigaction(SIGUSR1, NULL, &kernel), 0);
+	ck_assert_msg(kernel.sa_handler == SIG_IGN, "the kernel does not hold SIG_IGN");
+	raise(SIGUSR1); /* ignored: the test goes on */
+	ck_assert_int_eq(app_signals_sigaction(SIGPROF, &act, NULL), 0);
+	raise(SIGPROF); /* the virtual action: ignored too */
+	ck_assert_uint_eq(app_signals_forwarded(), 0);
+}
+END_TEST
+
+/* A one-shot handler reset by the kernel reads back as SIG_DFL without the SA_SIGINFO
+ * the dispatcher was installed with, and restoring what was read keeps SIG_DFL. */
+START_TEST(one_shot_handler_reads_back_as_the_apps_sig_dfl)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		install_sampler();
+		struct sigaction act, saved;
+		memset(&act, 0, sizeof(act));
+		act.sa_handler = app_handler;
+		act.sa_flags = SA_RESETHAND | SA_NODEFER;
+		app_signals_sigaction(SIGUSR1, &act, NULL);
+		raise(SIGUSR1);
+		app_signals_sigaction(SIGUSR1, NULL, &saved);
+		if (saved.sa_handler != SIG_DFL || (saved.sa_flags & SA_SIGINFO))
+			_exit(3);
+		app_signals_sigaction(SIGUSR1, &saved, NULL);
+		raise(SIGUSR1); /* the default action */
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGUSR1,
+		      "expected death by SIGUSR1, got status 0x%x", st);
+}
+END_TEST
+
+/* A vfork child shares our memory: its signal() before exec must not write the
+ * parent's table (it is passed to the kernel, for the child alone). */
+START_TEST(vfork_child_leaves_the_parents_table_alone)
+{
+	install_sampler();
+	struct sigaction act, back;
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = app_handler;
+	ck_assert_int_eq(app_signals_sigaction(SIGUSR1, &act, NULL), 0);
+	pid_t pid = vfork();
+	if (pid == 0) {
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		app_signals_sigaction(SIGUSR1, &dfl, NULL);
+		_exit(0);
+	}
+	ck_assert_int_gt(pid, 0);
+	waitpid(pid, NULL, 0);
+	ck_assert_int_eq(app_signals_sigaction(SIGUSR1, NULL, &back), 0);
+	ck_assert_msg(back.sa_handler == app_handler, "the vfork child changed our action");
+	raise(SIGUSR1);
+	ck_assert_int_eq(atomic_load(&app_calls), 1);
+}
+END_TEST
+
+/* The table's lock held by a thread at a fork is taken over in the child. */
+static _Atomic int holding;
+
+static void *hold_lock_forever(void *arg)
+{
+	(void)arg;
+	struct sigaction act;
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = app_handler;
+	/* Many writes: the fork below lands inside one often enough. */
+	for (;;) {
+		atomic_store(&holding, 1);
+		app_signals_sigaction(SIGUSR2, &act, NULL);
+	}
+	return NULL;
+}
+
+START_TEST(fork_child_takes_over_a_lock_held_at_the_fork)
+{
+	install_sampler();
+	pthread_t t;
+	pthread_create(&t, NULL, hold_lock_forever, NULL);
+	while (!atomic_load(&holding))
+		;
+	for (int i = 0; i < 200; i++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			app_signals_after_fork_child(getpid());
+			struct sigaction act;
+			memset(&act, 0, sizeof(act));
+			act.sa_handler = SIG_IGN;
+			alarm(5); /* a hang dies of SIGALRM */
+			app_signals_sigaction(SIGUSR2, &act, NULL);
+			_exit(0);
+		}
+		int st;
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			      "fork %d: the child's sigaction hung or died (status 0x%x)", i, st);
+	}
 }
 END_TEST
 
@@ -287,13 +406,20 @@ static void *swapper(void *arg)
 static void *sender(void *arg)
 {
 	pthread_t target = *(pthread_t *)arg;
-	while (!atomic_load(&stress_done))
+	/* A signal every 20 us or so: a storm, yet the target still gets to run (under
+	 * ThreadSanitizer, which delivers signals at its own points, a tight loop starves
+	 * it). */
+	struct timespec nap = {0, 20000};
+	while (!atomic_load(&stress_done)) {
 		pthread_kill(target, SIGUSR1);
+		nanosleep(&nap, NULL);
+	}
 	return NULL;
 }
 
 START_TEST(handler_swaps_under_signals)
 {
+	install_sampler();
 	struct sigaction act;
 	memset(&act, 0, sizeof(act));
 	act.sa_handler = handler_a;
@@ -326,6 +452,10 @@ int main(void)
 	tcase_add_test(tc, siglongjmp_out_of_a_handler_leaves_it);
 	tcase_add_test(tc, replacement_behind_libc_is_noticed);
 	tcase_add_test(tc, handler_swaps_under_signals);
+	tcase_add_test(tc, siginfo_flag_with_sig_ign_is_still_sig_ign);
+	tcase_add_test(tc, one_shot_handler_reads_back_as_the_apps_sig_dfl);
+	tcase_add_test(tc, vfork_child_leaves_the_parents_table_alone);
+	tcase_add_test(tc, fork_child_takes_over_a_lock_held_at_the_fork);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
 }

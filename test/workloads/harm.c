@@ -20,8 +20,12 @@
  *                       system call (not libc) and computes SECONDS/2 more; prints
  *                       "rawsig early E late L": timer signals (SI_TIMER) its handler got
  *                       in the first and the second half of that second part.
- *  unshare SECONDS      computes SECONDS, then unshare(CLONE_NEWUSER); prints
- *                       "unshare rc R errno E".
+ *  unshare SECONDS [P]  computes SECONDS (P=1: polling between batches, so that a
+ *                       profiler starts its thread), then unshare(CLONE_NEWUSER); prints
+ *                       "unshare rc R errno E threads T" (T: threads after the call).
+ *  probe SECONDS        computes with polls, makes libseccomp's probe calls (strict mode
+ *                       with a flag: EINVAL; a TSYNC filter without a program: EFAULT),
+ *                       computes SECONDS more with polls; prints "probe E1 E2 threads T".
  *  status               prints "status S threads T" (ddprof_status(), or 1 without the
  *                       agent, and the process's threads).
  *  rawfork SECONDS      computes SECONDS polling between batches (a profiler starts its
@@ -272,11 +276,26 @@ static int mode_rawsig(double seconds)
 	return 0;
 }
 
-static int mode_unshare(double seconds)
+static int count_threads(void);
+
+static int mode_unshare(double seconds, int polls)
 {
-	compute(seconds, 0);
+	compute(seconds, polls);
 	int rc = unshare(CLONE_NEWUSER);
-	printf("unshare rc %d errno %d\n", rc, rc ? errno : 0);
+	int err = rc ? errno : 0;
+	printf("unshare rc %d errno %d threads %d\n", rc, err, count_threads());
+	return 0;
+}
+
+static int mode_probe(double seconds)
+{
+	compute(0.3, 1);
+	long r1 = syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 1, NULL);
+	int e1 = r1 ? errno : 0;
+	long r2 = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, NULL);
+	int e2 = r2 ? errno : 0;
+	compute(seconds, 1);
+	printf("probe %d %d threads %d\n", e1, e2, count_threads());
 	return 0;
 }
 
@@ -349,7 +368,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(m, "rawsig"))
 		rc = mode_rawsig(a2);
 	else if (!strcmp(m, "unshare"))
-		rc = mode_unshare(a2);
+		rc = mode_unshare(a2, (int)a3);
+	else if (!strcmp(m, "probe"))
+		rc = mode_probe(a2);
 	else if (!strcmp(m, "rawfork"))
 		rc = mode_rawfork(a2);
 	else if (!strcmp(m, "status"))
