@@ -393,7 +393,8 @@ struct bytes {
 static void put(struct bytes *s, const void *p, size_t n)
 {
 	ck_assert_uint_le(s->n + n, sizeof(s->b));
-	memcpy(s->b + s->n, p, n);
+	if (n) /* an FDE without instructions passes NULL: memcpy's pointers must be valid */
+		memcpy(s->b + s->n, p, n);
 	s->n += n;
 }
 
