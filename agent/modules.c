@@ -12,6 +12,7 @@
  * retired_lock the retired list; both are held only for a few stores.
  */
 #include "modules.h"
+#include "common/asan_thread.h"
 #include "common/page_size.h"
 
 #include <errno.h>
@@ -551,6 +552,7 @@ uint64_t modules_service(uint64_t now_ns)
 static void *modules_thread(void *arg)
 {
 	(void)arg;
+	asan_thread_forget_stack(); /* common/asan_thread.h */
 	sampler_thread_mark_internal();
 	pthread_setname_np(pthread_self(), "ddprof-modules");
 	for (;;) {
