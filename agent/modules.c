@@ -12,7 +12,6 @@
  * retired_lock the retired list; both are held only for a few stores.
  */
 #include "modules.h"
-#include "common/asan_thread.h"
 #include "common/page_size.h"
 
 #include <errno.h>
@@ -32,6 +31,7 @@
 #include "agent/fork_local.h"
 #include "agent/sampler.h"
 #include "agent/unwind.h"
+#include "common/asan.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -552,7 +552,7 @@ uint64_t modules_service(uint64_t now_ns)
 static void *modules_thread(void *arg)
 {
 	(void)arg;
-	asan_thread_forget_stack(); /* common/asan_thread.h */
+	asan_thread_forget_stack(); /* common/asan.h */
 	sampler_thread_mark_internal();
 	pthread_setname_np(pthread_self(), "ddprof-modules");
 	for (;;) {

@@ -20,10 +20,11 @@
 
 #include "check_run.h"
 #include "agent/dw_api.h"
+#include "common/asan.h"
 #include "common/dl_guard.h"
 #include "common/z_api.h"
 
-#ifdef __SANITIZE_ADDRESS__
+#if DDPROF_ASAN
 /* ASan build: no LeakSanitizer here. Each of the 500 children would run it at exit(),
  * stopping the world of a process whose loader thread fork did not copy: slow (a
  * minute for the suite) and at times past the 5 s a child is given. Visible: the
