@@ -509,6 +509,41 @@ START_TEST(synthetic_rules)
 }
 END_TEST
 
+/* Offsets whose factored value does not fit 64 bits (found by test/fuzz/fuzz_elf_cfi.c,
+ * where the product was undefined behaviour): the FDE is malformed and skipped, as one
+ * whose program runs past its end, instead of a rule from a wrapped-around product. */
+START_TEST(overflowing_offsets_drop_the_fde)
+{
+	struct bytes s = {.n = 0};
+	size_t cie = add_cie(&s, "zR"); /* daf -8 */
+	const uint8_t ok[] = {0x41, 0x0e, 16, 0x86, 2};
+	/* offset rbp, 2^61 * -8 */
+	const uint8_t off[] = {0x41, 0x86, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20};
+	/* def_cfa_offset 2^63: more than an int64_t */
+	const uint8_t cfa[] = {0x41, 0x0e, 0x80, 0x80, 0x80, 0x80, 0x80,
+			       0x80, 0x80, 0x80, 0x80, 0x01};
+	/* def_cfa_sf rsp, 2^62 * -8 */
+	const uint8_t sf[] = {0x41, 0x12, 7, 0x80, 0x80, 0x80, 0x80,
+			      0x80, 0x80, 0x80, 0x80, 0xc0, 0x00};
+	add_fde(&s, cie, SEC_VADDR, 0x1000, 0x40, ok, sizeof(ok));
+	add_fde(&s, cie, SEC_VADDR, 0x1100, 0x40, off, sizeof(off));
+	add_fde(&s, cie, SEC_VADDR, 0x1200, 0x40, cfa, sizeof(cfa));
+	add_fde(&s, cie, SEC_VADDR, 0x1300, 0x40, sf, sizeof(sf));
+	put32(&s, 0);
+	struct cfi_section sec = {s.b, s.n, SEC_VADDR, false};
+	struct cfi_table t;
+	ck_assert_int_eq(cfi_table_build(&sec, 1, BASE, &t), 0);
+	ck_assert_msg(t.fdes == 1 && t.fdes_skipped == 3,
+		      "expected 1 FDE used and 3 skipped, got %u used and %u skipped", t.fdes,
+		      t.fdes_skipped);
+	ck_assert_ptr_nonnull(cfi_table_find(&t, 0x1001));
+	for (uint64_t pc = 0x1101; pc < 0x1340; pc += 0x100)
+		ck_assert_msg(cfi_table_find(&t, pc) == NULL, "a rule at 0x%llx",
+			      (unsigned long long)pc);
+	cfi_table_free(&t);
+}
+END_TEST
+
 /* Every truncation and many byte mutations of a real .eh_frame: no crash, no rows
  * outside the section's FDE ranges. Run under the default build (and ASan by hand). */
 START_TEST(corrupt_input_never_crashes)
@@ -550,6 +585,7 @@ static Suite *cfi_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, synthetic_rules);
 	tcase_add_test(tc, corrupt_input_never_crashes);
+	tcase_add_test(tc, overflowing_offsets_drop_the_fde);
 	tcase_add_test(tc, matches_readelf_libc);
 	tcase_add_test(tc, matches_readelf_ld_so);
 	tcase_add_test(tc, matches_readelf_libz_libelf);
