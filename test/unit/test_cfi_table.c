@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/cfi_decode.h"
 #include "agent/cfi_table.h"
 #include "check_run.h"
 
@@ -509,6 +510,32 @@ START_TEST(synthetic_rules)
 }
 END_TEST
 
+/* SLEB128 operands at the edges of 64 bits (the cursor the builder and the signal
+ * handler's lookup share): a 9-byte negative value's sign extension reaches bit 63,
+ * which in int64_t arithmetic was undefined behaviour (UBSan in the ASan build). */
+START_TEST(sleb128_edges_decode)
+{
+	static const struct {
+		uint8_t b[10];
+		size_t n;
+		int64_t want;
+	} cases[] = {
+	    {{0x7f}, 1, -1},
+	    {{0x3f}, 1, 63},
+	    {{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40}, 9, -((int64_t)1 << 62)},
+	    {{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x7f}, 10, INT64_MIN},
+	    {{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00}, 10, INT64_MAX},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cfi_cursor c = {cases[i].b, cases[i].b + cases[i].n, false};
+		int64_t got = cfi_cur_sleb(&c);
+		ck_assert_msg(!c.bad && got == cases[i].want && c.p == c.end,
+			      "case %zu: expected %lld, got %lld (bad %d)", i,
+			      (long long)cases[i].want, (long long)got, c.bad);
+	}
+}
+END_TEST
+
 /* Offsets whose factored value does not fit 64 bits (found by test/fuzz/fuzz_elf_cfi.c,
  * where the product was undefined behaviour): the FDE is malformed and skipped, as one
  * whose program runs past its end, instead of a rule from a wrapped-around product. */
@@ -586,6 +613,7 @@ static Suite *cfi_suite(void)
 	tcase_add_test(tc, synthetic_rules);
 	tcase_add_test(tc, corrupt_input_never_crashes);
 	tcase_add_test(tc, overflowing_offsets_drop_the_fde);
+	tcase_add_test(tc, sleb128_edges_decode);
 	tcase_add_test(tc, matches_readelf_libc);
 	tcase_add_test(tc, matches_readelf_ld_so);
 	tcase_add_test(tc, matches_readelf_libz_libelf);
