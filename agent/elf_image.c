@@ -126,12 +126,22 @@ int elf_image_check(const struct elf_image *im, uint16_t machine)
 	return 0;
 }
 
-uint64_t elf_image_load_base(const struct elf_image *im)
+/* The program headers (NULL, *n 0 when there are none). elf_image_check bounds e_phoff
+ * only when there are some: without, it may hold anything, and even computing
+ * data + e_phoff could leave the object, undefined behaviour. */
+static const Elf64_Phdr *phdrs(const struct elf_image *im, size_t *n)
 {
 	const Elf64_Ehdr *e = ehdr(im);
-	const Elf64_Phdr *ph = (const Elf64_Phdr *)(im->data + e->e_phoff);
+	*n = e->e_phnum;
+	return *n ? (const Elf64_Phdr *)(im->data + e->e_phoff) : NULL;
+}
+
+uint64_t elf_image_load_base(const struct elf_image *im)
+{
+	size_t n;
+	const Elf64_Phdr *ph = phdrs(im, &n);
 	uint64_t base = UINT64_MAX;
-	for (size_t i = 0; i < e->e_phnum; i++)
+	for (size_t i = 0; i < n; i++)
 		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < base)
 			base = ph[i].p_vaddr & ~(uint64_t)0xfff;
 	return base == UINT64_MAX ? 0 : base;
@@ -173,8 +183,7 @@ const void *elf_image_ehdr(const struct elf_image *im)
 
 const void *elf_image_phdrs(const struct elf_image *im, size_t *n)
 {
-	*n = ehdr(im)->e_phnum;
-	return im->data + ehdr(im)->e_phoff;
+	return phdrs(im, n);
 }
 
 bool elf_image_section(const struct elf_image *im, const char *name, uint32_t type,

@@ -206,6 +206,30 @@ START_TEST(test_misaligned_header_tables_are_refused)
 }
 END_TEST
 
+/* No program headers: whatever e_phoff says is not used, not even to compute a pointer
+ * (found by test/fuzz/fuzz_elf_cfi.c: data + e_phoff overflowed, undefined behaviour
+ * that UBSan reports in the ASan build of this suite). */
+START_TEST(test_no_program_headers_whatever_their_offset)
+{
+	struct elf_image im;
+	ck_assert_int_eq(elf_image_open(&im, files[2]), 0);
+	uint64_t *words = malloc(im.len + 8);
+	memcpy(words, im.data, im.len);
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)words;
+	eh->e_phnum = 0;
+	eh->e_phoff = UINT64_MAX - 0xfff; /* far past the image, and past the address space */
+	struct elf_image t;
+	elf_image_memory(&t, words, im.len);
+	ck_assert_int_eq(elf_image_check(&t, EM_X86_64), 0);
+	ck_assert_uint_eq(elf_image_load_base(&t), 0);
+	size_t n = 1;
+	ck_assert_ptr_null(elf_image_phdrs(&t, &n));
+	ck_assert_uint_eq(n, 0);
+	free(words);
+	elf_image_close(&im);
+}
+END_TEST
+
 static Suite *elf_image_suite(void)
 {
 	Suite *s = suite_create("elf_image");
@@ -216,6 +240,7 @@ static Suite *elf_image_suite(void)
 	tcase_add_test(tc, test_non_elf_elf32_and_other_machines_are_refused);
 	tcase_add_test(tc, test_truncated_and_mutated_headers_stay_in_bounds);
 	tcase_add_test(tc, test_misaligned_header_tables_are_refused);
+	tcase_add_test(tc, test_no_program_headers_whatever_their_offset);
 	suite_add_tcase(s, tc);
 	return s;
 }
