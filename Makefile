@@ -180,7 +180,7 @@ tsan: $(BUILD)/workloads/libchurn.so
 	@bash scripts/run-unit --tsan $(addprefix $(BUILD)/tsan/,$(TSAN_TESTS))
 
 # ---------------------------------------------------------------- sanitizer builds
-# One block for `make asan` (a stage of `make check`).
+# One block for `make asan` and `make fuzz` (both stages of `make check`).
 # make asan: the library's sources and every unit suite built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (any UB report is fatal), the suites run; then the
 # library itself, build/asan/libddprof.so, preloaded after the ASan runtime into a set
@@ -188,6 +188,10 @@ tsan: $(BUILD)/workloads/libchurn.so
 # runtime (-shared-libasan), which programs built without ASan can preload, holds UBSan
 # too, so that both write their reports where log_path says (gcc's separate libubsan
 # writes to stderr whatever the options say).
+# make fuzz: every test/fuzz/fuzz_*.c, built with libFuzzer against the library's
+# sources but preload/ (a static library: the linker takes what a target needs), run
+# FUZZ_SECONDS each from a copy of its seed corpus test/fuzz/corpus/<name>/
+# (scripts/run-fuzz). Longer runs: make fuzz FUZZ_SECONDS=300.
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 ASAN_CC := clang
 ASAN_DIR := $(BUILD)/asan
@@ -203,8 +207,14 @@ ASAN_RUNTIME = $(shell $(ASAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)
 # The suites use the shared runtime too: with the static one the executable defines
 # malloc, and agent/hijack.c rightly finds no safe point in such a program.
 ASAN_SUITE_LDFLAGS = -shared-libasan -Wl,-rpath,$(dir $(ASAN_RUNTIME))
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:test/fuzz/%.c=$(FUZZ_DIR)/%)
+FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out preload/%,$(LIB_SRCS)))
+FUZZ_SECONDS ?= 20
+FUZZ_CC := clang
 
-.PHONY: asan
+.PHONY: asan fuzz
 
 $(ASAN_DIR)/obj/%.o: %.c $(wildcard */*.h) Makefile
 	@mkdir -p $(dir $@)
@@ -241,6 +251,24 @@ $(ASAN_DIR)/test/test_symbolizer: test/unit/test_symbolizer.c $(SYMFIX_DIR)/symf
 
 asan: all $(ASAN_UNIT_BINS) $(ASAN_DIR)/libddprof.so
 	@bash scripts/run-asan $(ASAN_RUNTIME) $(ASAN_UNIT_BINS)
+
+$(FUZZ_DIR)/obj/%.o: %.c $(wildcard */*.h) Makefile
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ-CC $<"
+	@$(FUZZ_CC) $(LIB_CFLAGS) -O1 -fsanitize=fuzzer-no-link $(SAN_FLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/libddprof_fuzz.a: $(FUZZ_OBJS)
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: test/fuzz/fuzz_%.c $(FUZZ_DIR)/libddprof_fuzz.a
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ-CC $@"
+	@$(FUZZ_CC) -std=gnu11 -g -O1 -pthread -D_GNU_SOURCE -I. $(WARN) -fsanitize=fuzzer \
+		$(SAN_FLAGS) $< $(FUZZ_DIR)/libddprof_fuzz.a -o $@ $(TEST_LDLIBS)
+
+fuzz: $(FUZZ_BINS)
+	@bash scripts/run-fuzz $(FUZZ_SECONDS) $(FUZZ_BINS)
 
 # ---------------------------------------------------------------- end of sanitizer builds
 
