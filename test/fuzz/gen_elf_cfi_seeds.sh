@@ -4,11 +4,12 @@
 #   tiny_nofp       a -O2 PIE program without frame pointers, stripped: CFI with
 #                   pushes and pops, a PLT, remember/restore_state
 #   debug_frame.so  a shared object whose functions have .debug_frame only
-#   vdso.so         this kernel's vdso, as the module registry reads it from memory
 #   eh_frame_hdr    tiny.so's .eh_frame_hdr through the end of its .eh_frame, raw (the
 #                   target's step 4 reads it as a header with its .eh_frame)
 #   eh_frame        tiny_nofp's .eh_frame alone, raw
-# Every file stays well under 64 KiB. Context: a tool run by hand when the seeds should
+# Every file stays well under 64 KiB. Only files built here: no copy of a system binary
+# (the kernel's vdso, a distribution's library) whose license would come with it.
+# Context: a tool run by hand when the seeds should
 # change; needs gcc, objcopy, python3.
 # usage: test/fuzz/gen_elf_cfi_seeds.sh test/fuzz/corpus/elf_cfi
 set -euo pipefail
@@ -54,14 +55,6 @@ objcopy --remove-section=.debug_info --remove-section=.debug_line --remove-secti
 python3 - "$out" <<'PY'
 import re, sys
 out = sys.argv[1]
-# The vdso from this process's memory: [vdso] in /proc/self/maps.
-with open("/proc/self/maps") as f:
-    for line in f:
-        if line.rstrip().endswith("[vdso]"):
-            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-            with open("/proc/self/mem", "rb") as mem:
-                mem.seek(lo)
-                open(out + "/vdso.so", "wb").write(mem.read(hi - lo))
 import subprocess
 def section(path, name):
     r = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True).stdout
