@@ -483,13 +483,15 @@ int cfi_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 			case CFA_offset_extended_sf:
 				reg = cfi_cur_uleb(&c);
 				soff = cfi_cur_sleb(&c);
-				set_rule(st, reg, CFI_RULE_OFFSET, factored(soff, cie->daf, &c.bad));
+				set_rule(st, reg, CFI_RULE_OFFSET,
+					 factored(soff, cie->daf, &c.bad));
 				break;
 			case CFA_GNU_negative_offset_extended:
 				reg = cfi_cur_uleb(&c);
 				uoff = cfi_cur_uleb(&c);
-				set_rule(st, reg, CFI_RULE_OFFSET,
-					 factored(-unsigned_offset(uoff, &c.bad), cie->daf, &c.bad));
+				set_rule(
+				    st, reg, CFI_RULE_OFFSET,
+				    factored(-unsigned_offset(uoff, &c.bad), cie->daf, &c.bad));
 				break;
 			case CFA_restore_extended:
 				reg = cfi_cur_uleb(&c);

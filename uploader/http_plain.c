@@ -308,7 +308,8 @@ static int status_code(const char *line, size_t len)
 {
 	static const char version[] = "HTTP/1.";
 	const size_t v = sizeof(version) - 1;
-	if (len < v + 5 || memcmp(line, version, v) != 0 || !is_digit(line[v]) || line[v + 1] != ' ')
+	if (len < v + 5 || memcmp(line, version, v) != 0 || !is_digit(line[v]) ||
+	    line[v + 1] != ' ')
 		return -1;
 	const char *c = line + v + 2;
 	if (!is_digit(c[0]) || !is_digit(c[1]) || !is_digit(c[2]) || c[0] == '0' ||

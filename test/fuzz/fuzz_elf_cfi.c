@@ -188,7 +188,8 @@ static void lookup_loaded(const uint8_t *data, size_t size, const struct cfi_tab
 		for (size_t i = 0; t && i < t->nrows && i < ROW_LOOKUPS_MAX; i++)
 			cfi_lookup_pc(&m, (uintptr_t)(t->base + t->rows[i].pc) + bias, &row);
 		for (size_t k = 0; k < INPUT_PCS; k++)
-			cfi_lookup_pc(&m, (uintptr_t)input_pc(data, size, k, lo, span) + bias, &row);
+			cfi_lookup_pc(&m, (uintptr_t)input_pc(data, size, k, lo, span) + bias,
+				      &row);
 		__asan_unpoison_memory_region(mem, span);
 	}
 	free(mem);

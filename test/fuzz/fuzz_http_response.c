@@ -110,7 +110,8 @@ static void check_finished(const struct http_plain *t, const char *detail, size_
 		if (t->status < 200 || t->status > 999)
 			fail("CURLE_OK with a status outside 200..999", t->status, 0);
 		if (sent_len < 7 || memcmp(sent, "HTTP/1.", 7) != 0)
-			fail("CURLE_OK from bytes that do not start with HTTP/1.", (long)sent_len, 0);
+			fail("CURLE_OK from bytes that do not start with HTTP/1.", (long)sent_len,
+			     0);
 	} else {
 		if (t->status != 0)
 			fail("an error with a status", t->code, t->status);
@@ -182,7 +183,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct outcome cut = exchange(body, len, 1 + (control & CONTROL_CHUNK_MASK), keep_open);
 	/* The same bytes in one piece: how a stream is cut must not change the answer. */
 	struct outcome whole = exchange(body, len, len ? len : 1, keep_open);
-	if (cut.finished && whole.finished && (cut.code != whole.code || cut.status != whole.status))
+	if (cut.finished && whole.finished &&
+	    (cut.code != whole.code || cut.status != whole.status))
 		fail("the answer depends on how the bytes were cut", cut.status, whole.status);
 	return 0;
 }
