@@ -193,6 +193,99 @@ tsan: $(BUILD)/workloads/libchurn.so
 	done
 	@bash scripts/run-unit --tsan $(addprefix $(BUILD)/tsan/,$(TSAN_TESTS))
 
+# ---------------------------------------------------------------- sanitizer builds
+# One block for `make asan` and `make fuzz` (both stages of `make check`).
+# make asan: the library's sources and every unit suite built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (any UB report is fatal), the suites run; then the
+# library itself, build/asan/libddprof.so, preloaded after the ASan runtime into a set
+# of integration tests (scripts/run-asan). clang, as for tsan and fuzz: its shared
+# runtime (-shared-libasan), which programs built without ASan can preload, holds UBSan
+# too, so that both write their reports where log_path says (gcc's separate libubsan
+# writes to stderr whatever the options say).
+# make fuzz: every test/fuzz/fuzz_*.c, built with libFuzzer against the library's
+# sources but preload/ (a static library: the linker takes what a target needs), run
+# FUZZ_SECONDS each from a copy of its seed corpus test/fuzz/corpus/<name>/
+# (scripts/run-fuzz). Longer runs: make fuzz FUZZ_SECONDS=300.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+ASAN_CC := clang
+ASAN_DIR := $(BUILD)/asan
+# -gdwarf-aranges: the symbolizer suites name their own code, and libdw 0.188 (Debian
+# 12) finds a pc's compile unit only through .debug_aranges, which clang emits only
+# when asked (gcc always does).
+ASAN_CFLAGS := $(LIB_CFLAGS) -O1 -gdwarf-aranges $(SAN_FLAGS)
+ASAN_LIB_OBJS := $(LIB_SRCS:%.c=$(ASAN_DIR)/obj/%.o)
+ASAN_CORE_OBJS := $(filter-out $(ASAN_DIR)/obj/preload/%,$(ASAN_LIB_OBJS))
+ASAN_TOOL_OBJS := $(TOOL_LIB_SRCS:%.c=$(ASAN_DIR)/obj/%.o)
+ASAN_UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(ASAN_DIR)/test/%)
+ASAN_RUNTIME = $(shell $(ASAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)
+# The suites use the shared runtime too: with the static one the executable defines
+# malloc, and agent/hijack.c rightly finds no safe point in such a program.
+ASAN_SUITE_LDFLAGS = -shared-libasan -Wl,-rpath,$(dir $(ASAN_RUNTIME))
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:test/fuzz/%.c=$(FUZZ_DIR)/%)
+FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(filter-out preload/%,$(LIB_SRCS)))
+FUZZ_SECONDS ?= 20
+FUZZ_CC := clang
+
+.PHONY: asan fuzz
+
+$(ASAN_DIR)/obj/%.o: %.c $(wildcard */*.h) Makefile
+	@mkdir -p $(dir $@)
+	@echo "  ASAN-CC $<"
+	@$(ASAN_CC) $(ASAN_CFLAGS) -c $< -o $@
+
+$(ASAN_DIR)/libddprof.so: $(ASAN_LIB_OBJS) common/fork_child.ld
+	@echo "  LD      $@"
+	@$(ASAN_CC) -shared -shared-libasan $(SAN_FLAGS) -o $@ $(ASAN_LIB_OBJS) $(FORK_LD) \
+		-Wl,-z,now -Wl,-z,noseparate-code -Wl,-z,nodelete -Wl,--no-undefined \
+		-Wl,-z,start-stop-visibility=hidden -Wl,-fini=ddprof_dt_fini $(LIB_LDLIBS)
+
+$(ASAN_DIR)/libddprof_core.a: $(ASAN_CORE_OBJS)
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(ASAN_DIR)/test/%: test/unit/%.c $(ASAN_DIR)/libddprof_core.a $(ASAN_TOOL_OBJS) common/fork_child.ld
+	@mkdir -p $(dir $@)
+	@echo "  ASAN-CC $@"
+	@$(ASAN_CC) $(ASAN_CFLAGS) $(ASAN_SUITE_LDFLAGS) $< $(ASAN_TOOL_OBJS) \
+		$(ASAN_DIR)/libddprof_core.a -o $@ $(FORK_LD) $(CHECK_LIBS) $(TEST_LDLIBS)
+
+# As $(BUILD)/test/test_symbolizer: its C++ object and fixtures are those of the
+# normal build (the fixtures are the inputs it reads, not code under test; the suite
+# looks for them in symfix/ next to itself).
+$(ASAN_DIR)/test/test_symbolizer: test/unit/test_symbolizer.c $(SYMFIX_DIR)/symfix_cxx.o \
+		$(SYMFIX) $(ASAN_DIR)/libddprof_core.a $(ASAN_TOOL_OBJS)
+	@mkdir -p $(dir $@)
+	@rm -rf $(ASAN_DIR)/test/symfix && cp -a $(SYMFIX_DIR) $(ASAN_DIR)/test/symfix
+	@echo "  ASAN-CC $@"
+	@$(ASAN_CC) $(ASAN_CFLAGS) $(ASAN_SUITE_LDFLAGS) $< $(SYMFIX_DIR)/symfix_cxx.o \
+		$(ASAN_TOOL_OBJS) $(ASAN_DIR)/libddprof_core.a -o $@ $(CHECK_LIBS) $(TEST_LDLIBS) \
+		-lstdc++
+
+asan: all $(ASAN_UNIT_BINS) $(ASAN_DIR)/libddprof.so
+	@bash scripts/run-asan $(ASAN_RUNTIME) $(ASAN_UNIT_BINS)
+
+$(FUZZ_DIR)/obj/%.o: %.c $(wildcard */*.h) Makefile
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ-CC $<"
+	@$(FUZZ_CC) $(LIB_CFLAGS) -O1 -fsanitize=fuzzer-no-link $(SAN_FLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/libddprof_fuzz.a: $(FUZZ_OBJS)
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: test/fuzz/fuzz_%.c $(FUZZ_DIR)/libddprof_fuzz.a
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ-CC $@"
+	@$(FUZZ_CC) -std=gnu11 -g -O1 -pthread -D_GNU_SOURCE -I. $(WARN) -fsanitize=fuzzer \
+		$(SAN_FLAGS) $< $(FUZZ_DIR)/libddprof_fuzz.a -o $@ $(TEST_LDLIBS)
+
+fuzz: $(FUZZ_BINS)
+	@bash scripts/run-fuzz $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+# ---------------------------------------------------------------- end of sanitizer builds
+
 integration: all
 	@/usr/bin/python3 test/integration/run.py
 

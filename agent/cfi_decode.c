@@ -369,6 +369,30 @@ static void restore_rule(struct cfi_state *st, const struct cfi_state *init, uin
 	}
 }
 
+/* async-signal-safe. a * b, for a factored offset. When the product does not fit an
+ * int64_t (undefined behaviour in C, and no frame is that large) *bad is set: the
+ * program is malformed, as when a read runs past its end. Inline code, no libc call. */
+static inline int64_t factored(int64_t a, int64_t b, bool *bad)
+{
+	int64_t r;
+	if (__builtin_mul_overflow(a, b, &r)) {
+		*bad = true;
+		return 0;
+	}
+	return r;
+}
+
+/* async-signal-safe. A ULEB128 operand as a signed offset; above INT64_MAX it is none
+ * (*bad set, as in factored). */
+static inline int64_t unsigned_offset(uint64_t v, bool *bad)
+{
+	if (v > (uint64_t)INT64_MAX) {
+		*bad = true;
+		return 0;
+	}
+	return (int64_t)v;
+}
+
 /* async-signal-safe */
 void cfi_prog_start(struct cfi_prog *pg, const struct cfi_cie *cie, const struct cfi_section *sec,
 		    const struct cfi_state *init, const uint8_t *insns, const uint8_t *insns_end,
@@ -415,7 +439,8 @@ int cfi_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 			break;
 		case CFA_offset:
 			uoff = cfi_cur_uleb(&c);
-			set_rule(st, op & 0x3f, CFI_RULE_OFFSET, (int64_t)uoff * cie->daf);
+			set_rule(st, op & 0x3f, CFI_RULE_OFFSET,
+				 factored(unsigned_offset(uoff, &c.bad), cie->daf, &c.bad));
 			break;
 		case CFA_restore:
 			if (pg->init)
@@ -452,17 +477,21 @@ int cfi_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 			case CFA_offset_extended:
 				reg = cfi_cur_uleb(&c);
 				uoff = cfi_cur_uleb(&c);
-				set_rule(st, reg, CFI_RULE_OFFSET, (int64_t)uoff * cie->daf);
+				set_rule(st, reg, CFI_RULE_OFFSET,
+					 factored(unsigned_offset(uoff, &c.bad), cie->daf, &c.bad));
 				break;
 			case CFA_offset_extended_sf:
 				reg = cfi_cur_uleb(&c);
 				soff = cfi_cur_sleb(&c);
-				set_rule(st, reg, CFI_RULE_OFFSET, soff * cie->daf);
+				set_rule(st, reg, CFI_RULE_OFFSET,
+					 factored(soff, cie->daf, &c.bad));
 				break;
 			case CFA_GNU_negative_offset_extended:
 				reg = cfi_cur_uleb(&c);
 				uoff = cfi_cur_uleb(&c);
-				set_rule(st, reg, CFI_RULE_OFFSET, -(int64_t)uoff * cie->daf);
+				set_rule(
+				    st, reg, CFI_RULE_OFFSET,
+				    factored(-unsigned_offset(uoff, &c.bad), cie->daf, &c.bad));
 				break;
 			case CFA_restore_extended:
 				reg = cfi_cur_uleb(&c);
@@ -503,7 +532,7 @@ int cfi_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 				st->cfa_kind = reg == REG_SP   ? CFI_SP
 					       : reg == REG_FP ? CFI_FP
 							       : CFI_NONE;
-				st->cfa_off = (int64_t)uoff;
+				st->cfa_off = unsigned_offset(uoff, &c.bad);
 				break;
 			case CFA_def_cfa_sf:
 				reg = cfi_cur_uleb(&c);
@@ -511,7 +540,7 @@ int cfi_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 				st->cfa_kind = reg == REG_SP   ? CFI_SP
 					       : reg == REG_FP ? CFI_FP
 							       : CFI_NONE;
-				st->cfa_off = soff * cie->daf;
+				st->cfa_off = factored(soff, cie->daf, &c.bad);
 				break;
 			case CFA_def_cfa_register:
 				reg = cfi_cur_uleb(&c);
@@ -525,12 +554,12 @@ int cfi_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 			case CFA_def_cfa_offset:
 				if (st->cfa_kind == CFI_PLT)
 					st->cfa_kind = CFI_NONE;
-				st->cfa_off = (int64_t)cfi_cur_uleb(&c);
+				st->cfa_off = unsigned_offset(cfi_cur_uleb(&c), &c.bad);
 				break;
 			case CFA_def_cfa_offset_sf:
 				if (st->cfa_kind == CFI_PLT)
 					st->cfa_kind = CFI_NONE;
-				st->cfa_off = cfi_cur_sleb(&c) * cie->daf;
+				st->cfa_off = factored(cfi_cur_sleb(&c), cie->daf, &c.bad);
 				break;
 			case CFA_def_cfa_expression: {
 				uint64_t len = cfi_cur_uleb(&c);

@@ -116,7 +116,9 @@ static inline uint64_t cfi_cur_uleb(struct cfi_cursor *c)
 /* async-signal-safe */
 static inline int64_t cfi_cur_sleb(struct cfi_cursor *c)
 {
-	int64_t v = 0;
+	/* Unsigned until the end: the sign extension of a 9-byte value shifts into bit
+	 * 63, undefined behaviour in int64_t. */
+	uint64_t v = 0;
 	unsigned shift = 0;
 	uint8_t b;
 	do {
@@ -124,7 +126,7 @@ static inline int64_t cfi_cur_sleb(struct cfi_cursor *c)
 		if (c->bad)
 			return 0;
 		if (shift < 64)
-			v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+			v |= (uint64_t)(b & 0x7f) << shift;
 		shift += 7;
 		if (shift > 77) {
 			c->bad = true;
@@ -132,8 +134,8 @@ static inline int64_t cfi_cur_sleb(struct cfi_cursor *c)
 		}
 	} while (b & 0x80);
 	if (shift < 64 && (b & 0x40))
-		v |= -((int64_t)1 << shift);
-	return v;
+		v |= ~(uint64_t)0 << shift;
+	return (int64_t)v; /* two's complement: gcc and clang define the conversion */
 }
 
 /* async-signal-safe */

@@ -80,6 +80,15 @@ static bool inside(const struct elf_image *im, uint64_t off, uint64_t n, uint64_
 	return off <= im->len && n * size <= im->len - off;
 }
 
+/* Whether the table at im->data + off may be read as an array of structs of alignment
+ * align: a hostile file can put its header tables at any offset, and reading a struct
+ * through a misaligned pointer is undefined behaviour (x86-64 tolerates it; the
+ * compiler, which may assume alignment, need not). Real files align them. */
+static bool aligned(const struct elf_image *im, uint64_t off, size_t align)
+{
+	return ((uintptr_t)im->data + off) % align == 0;
+}
+
 static const Elf64_Ehdr *ehdr(const struct elf_image *im)
 {
 	return (const Elf64_Ehdr *)im->data;
@@ -90,6 +99,7 @@ static size_t sections(const struct elf_image *im, const Elf64_Shdr **tab, size_
 {
 	const Elf64_Ehdr *e = ehdr(im);
 	if (e->e_shoff == 0 || e->e_shentsize != sizeof(Elf64_Shdr) ||
+	    !aligned(im, e->e_shoff, _Alignof(Elf64_Shdr)) ||
 	    !inside(im, e->e_shoff, 1, sizeof(Elf64_Shdr)))
 		return 0;
 	*tab = (const Elf64_Shdr *)(im->data + e->e_shoff);
@@ -103,24 +113,35 @@ static size_t sections(const struct elf_image *im, const Elf64_Shdr **tab, size_
 
 int elf_image_check(const struct elf_image *im, uint16_t machine)
 {
-	if (!im->data || im->len < sizeof(Elf64_Ehdr))
+	if (!im->data || im->len < sizeof(Elf64_Ehdr) || !aligned(im, 0, _Alignof(Elf64_Ehdr)))
 		return -EINVAL;
 	const Elf64_Ehdr *e = ehdr(im);
 	if (memcmp(e->e_ident, ELFMAG, SELFMAG) != 0 || e->e_ident[EI_CLASS] != ELFCLASS64 ||
 	    e->e_ident[EI_DATA] != ELFDATA2LSB || e->e_machine != machine)
 		return -EINVAL;
 	if (e->e_phnum && (e->e_phentsize != sizeof(Elf64_Phdr) ||
+			   !aligned(im, e->e_phoff, _Alignof(Elf64_Phdr)) ||
 			   !inside(im, e->e_phoff, e->e_phnum, sizeof(Elf64_Phdr))))
 		return -EINVAL;
 	return 0;
 }
 
-uint64_t elf_image_load_base(const struct elf_image *im)
+/* The program headers (NULL, *n 0 when there are none). elf_image_check bounds e_phoff
+ * only when there are some: without, it may hold anything, and even computing
+ * data + e_phoff could leave the object, undefined behaviour. */
+static const Elf64_Phdr *phdrs(const struct elf_image *im, size_t *n)
 {
 	const Elf64_Ehdr *e = ehdr(im);
-	const Elf64_Phdr *ph = (const Elf64_Phdr *)(im->data + e->e_phoff);
+	*n = e->e_phnum;
+	return *n ? (const Elf64_Phdr *)(im->data + e->e_phoff) : NULL;
+}
+
+uint64_t elf_image_load_base(const struct elf_image *im)
+{
+	size_t n;
+	const Elf64_Phdr *ph = phdrs(im, &n);
 	uint64_t base = UINT64_MAX;
-	for (size_t i = 0; i < e->e_phnum; i++)
+	for (size_t i = 0; i < n; i++)
 		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < base)
 			base = ph[i].p_vaddr & ~(uint64_t)0xfff;
 	return base == UINT64_MAX ? 0 : base;
@@ -162,8 +183,7 @@ const void *elf_image_ehdr(const struct elf_image *im)
 
 const void *elf_image_phdrs(const struct elf_image *im, size_t *n)
 {
-	*n = ehdr(im)->e_phnum;
-	return im->data + ehdr(im)->e_phoff;
+	return phdrs(im, n);
 }
 
 bool elf_image_section(const struct elf_image *im, const char *name, uint32_t type,

@@ -31,6 +31,7 @@
 #include "agent/fork_local.h"
 #include "agent/sampler.h"
 #include "agent/unwind.h"
+#include "common/asan.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -551,6 +552,7 @@ uint64_t modules_service(uint64_t now_ns)
 static void *modules_thread(void *arg)
 {
 	(void)arg;
+	asan_thread_forget_stack(); /* common/asan.h */
 	sampler_thread_mark_internal();
 	pthread_setname_np(pthread_self(), "ddprof-modules");
 	for (;;) {

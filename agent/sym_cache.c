@@ -76,7 +76,9 @@ int sym_cache_put(struct sym_cache *c, uint64_t addr, const struct sym_frame *fr
 		c->cap = nc;
 	}
 	bool failed = false;
-	struct sym_frame *dst = c->frames + c->nframes;
+	/* frames is NULL until a first frame is stored (n may be 0: a pc nothing names),
+	 * and NULL + 0 is undefined behaviour in C. */
+	struct sym_frame *dst = c->frames ? c->frames + c->nframes : NULL;
 	for (size_t i = 0; i < n; i++) {
 		dst[i].function = intern(c, frames[i].function, &failed);
 		dst[i].file = intern(c, frames[i].file, &failed);

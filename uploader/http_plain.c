@@ -292,6 +292,32 @@ short http_plain_events(const struct http_plain *t)
 					: POLLOUT;
 }
 
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/*
+ * The status code of the status line line[0..len) (its LF excluded): "HTTP/1." and a
+ * digit, a space, three digits, then a space (the reason phrase), a CR or nothing
+ * (RFC 9112, section 4). -1 when the line is not one, or its code is below 100. Only the
+ * line is read: a code taken from the bytes after it would make the answer depend on
+ * where the network cut the stream (test/fuzz/fuzz_http_response.c checks it does not).
+ */
+static int status_code(const char *line, size_t len)
+{
+	static const char version[] = "HTTP/1.";
+	const size_t v = sizeof(version) - 1;
+	if (len < v + 5 || memcmp(line, version, v) != 0 || !is_digit(line[v]) ||
+	    line[v + 1] != ' ')
+		return -1;
+	const char *c = line + v + 2;
+	if (!is_digit(c[0]) || !is_digit(c[1]) || !is_digit(c[2]) || c[0] == '0' ||
+	    (len > v + 5 && c[3] != ' ' && c[3] != '\r'))
+		return -1;
+	return (c[0] - '0') * 100 + (c[1] - '0') * 10 + (c[2] - '0');
+}
+
 /* A complete final status line in the response buffer: parses it. Interim 1xx
  * responses (100 Continue...) are skipped, up to their blank line. */
 static bool parse_status(struct http_plain *t)
@@ -300,9 +326,8 @@ static bool parse_status(struct http_plain *t)
 		char *eol = memchr(t->resp, '\n', t->resp_len);
 		if (!eol)
 			return false;
-		int major = 0, minor = 0, status = 0;
-		if (sscanf(t->resp, "HTTP/%d.%d %3d", &major, &minor, &status) != 3 ||
-		    major != 1 || status < 100 || status > 999) {
+		int status = status_code(t->resp, (size_t)(eol - t->resp));
+		if (status < 0) {
 			t->code = CURLE_WEIRD_SERVER_REPLY;
 			return true;
 		}
@@ -311,7 +336,7 @@ static bool parse_status(struct http_plain *t)
 			t->code = CURLE_OK;
 			return true;
 		}
-		char *end = strstr(t->resp, "\r\n\r\n");
+		char *end = memmem(t->resp, t->resp_len, "\r\n\r\n", 4);
 		if (!end)
 			return false; /* the rest of the interim response is still to come */
 		size_t skip = (size_t)(end + 4 - t->resp);

@@ -34,6 +34,7 @@
 #include "agent/symbolizer.h"
 #include "agent/threads.h"
 #include "agent/sampler.h"
+#include "common/asan.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/z_api.h"
@@ -476,6 +477,7 @@ static void warm_for_children(struct upload_ctx *ctx)
 static void *uploader_main(void *arg)
 {
 	(void)arg;
+	asan_thread_forget_stack(); /* common/asan.h */
 	sampler_thread_mark_internal();
 	prctl(PR_SET_NAME, UPLOADER_THREAD_NAME);
 	export_set_make(up_cfg, ctl.lock);

@@ -18,7 +18,12 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, "build")
-LIB = os.path.join(BUILD, "libddprof.so")
+# The library under test: build/libddprof.so, or another build of it named by
+# DDPROF_TEST_LIB (make asan: build/asan/libddprof.so). DDPROF_TEST_PRELOAD_FIRST is
+# what LD_PRELOAD must load before it (the ASan runtime, which has to come first in a
+# process); tests set LD_PRELOAD to PRELOAD, plus their own libraries after it.
+LIB = os.environ.get("DDPROF_TEST_LIB") or os.path.join(BUILD, "libddprof.so")
+PRELOAD = " ".join(p for p in (os.environ.get("DDPROF_TEST_PRELOAD_FIRST", ""), LIB) if p)
 DUMP = os.path.join(BUILD, "pprof-dump")
 # Debian's Python (gunicorn, Python workloads): the first python3 on PATH is another build.
 PYTHON = "/usr/bin/python3"
@@ -46,7 +51,7 @@ def run_profiled(argv, env_extra, timeout=120, preload=True):
         if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
             del env[k]
     if preload:
-        env["LD_PRELOAD"] = LIB
+        env["LD_PRELOAD"] = PRELOAD
     env["XDG_CACHE_HOME"] = CACHE_HOME
     env.update(env_extra)
     t0 = time.monotonic()

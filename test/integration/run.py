@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""Integration tests: real programs under LD_PRELOAD=build/libddprof.so.
+"""Integration tests: real programs under LD_PRELOAD=build/libddprof.so (or the build
+DDPROF_TEST_LIB names: see itest.py).
 
 Collects every test_* function of the tests_*.py modules next to this file (helpers in
 itest.py) and runs them one by one, each with a fresh temporary directory.
 
-usage: run.py [-k substring] [-v]
+usage: run.py [-k substring]... [-v] [--keep]
 Prints one line per test and ends with "integration: N passed, N failed".
 """
 import glob
@@ -30,10 +31,24 @@ def collect():
     return tests
 
 
+def sanitizer_reports():
+    """Reports of sanitized builds (make asan points ASan's and UBSan's log_path into
+    $DDPROF_TEST_SANITIZER_LOGS): every file there is one process's report. Returns
+    their text, and removes them, so that each is charged to the test that ran."""
+    logs = os.environ.get("DDPROF_TEST_SANITIZER_LOGS")
+    if not logs or not os.path.isdir(logs):
+        return ""
+    text = ""
+    for path in sorted(glob.glob(os.path.join(logs, "*"))):
+        with open(path, errors="replace") as f:
+            text += "%s:\n%s\n" % (os.path.basename(path), f.read())
+        os.unlink(path)
+    return text
+
+
 def main():
-    sel = None
-    if "-k" in sys.argv:
-        sel = sys.argv[sys.argv.index("-k") + 1]
+    # -k may be given several times: a test runs when its name holds any of them.
+    sels = [sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "-k"]
     for path in (itest.LIB, itest.DUMP):
         if not os.path.exists(path):
             print("integration: missing %s (run make)" % path)
@@ -44,15 +59,21 @@ def main():
     keep = "--keep" in sys.argv
     passed = failed = 0
     for name, fn in collect():
-        if sel and sel not in name:
+        if sels and not any(sel in name for sel in sels):
             continue
         ctx = itest.Ctx()
         t0 = time.monotonic()
         try:
             info = fn(ctx)
+            report = sanitizer_reports()
+            if report:
+                raise itest.TestFailure("sanitizer report:\n" + report[:4000])
             passed += 1
             print("integration: PASS %s (%.1fs) %s" % (name, time.monotonic() - t0, info or ""))
         except Exception as e:  # noqa: BLE001 - report every failure, keep going
+            report = sanitizer_reports()
+            if report:
+                e = itest.TestFailure("%s\nsanitizer report:\n%s" % (e, report[:4000]))
             failed += 1
             print("integration: FAIL %s (%.1fs): %s" % (name, time.monotonic() - t0, e))
             if keep:

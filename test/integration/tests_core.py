@@ -3,7 +3,7 @@ import os
 import re
 import time
 
-from itest import (LIB, PYTHON, WORKLOADS, app_total, check, dump, go_pprof_top,
+from itest import (PRELOAD, PYTHON, WORKLOADS, app_total, check, dump, go_pprof_top,
                    profile_files, profiler_ns, run_profiled, value_index)
 
 
@@ -118,7 +118,7 @@ def test_disabled_agent_writes_nothing(ctx):
     rc, stdout, stderr, cpu, wall = run_profiled(
         [os.path.join(WORKLOADS, "cpu_split"), "1", "0.2"],
         {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_ENABLED": "false",
-         "LD_PRELOAD": LIB + " " + early, "EARLY_BURN_SECONDS": "0.05"})
+         "LD_PRELOAD": PRELOAD + " " + early, "EARLY_BURN_SECONDS": "0.05"})
     check(rc == 0 and stderr == "", "exit %d, stderr %r" % (rc, stderr))
     check("cpu_seconds" in stdout, "the workload did not finish: %r" % stdout)
     check(not os.path.exists(out) or not os.listdir(out), "files written while disabled")
@@ -175,7 +175,7 @@ def test_first_profile_starts_at_exec_not_at_the_wrapper(ctx):
     task was created (which exec keeps), and covers only its own life."""
     out = os.path.join(ctx.dir, "out")
     t0 = time.time()
-    script = "sleep 1; exec env LD_PRELOAD=%s %s 1 0.3" % (LIB, os.path.join(WORKLOADS, "cpu_split"))
+    script = "sleep 1; exec env LD_PRELOAD='%s' %s 1 0.3" % (PRELOAD, os.path.join(WORKLOADS, "cpu_split"))
     rc, stdout, stderr, cpu, wall = run_profiled(
         ["/bin/sh", "-c", script], {"DD_PROFILING_OUTPUT_DIR": out}, preload=False)
     check(rc == 0, "exit %d: %s" % (rc, stderr))
@@ -242,7 +242,7 @@ def test_startup_cpu_is_in_the_first_profile(ctx):
     rc, stdout, stderr, _cpu, _wall = run_profiled(
         [PYTHON, "-c", STARTUP_SCRIPT],
         {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
-         "LD_PRELOAD": LIB + " " + early, "EARLY_MAIN_BURN_SECONDS": "0.1",
+         "LD_PRELOAD": PRELOAD + " " + early, "EARLY_MAIN_BURN_SECONDS": "0.1",
          "EARLY_BURN_SECONDS": "0"})
     check(rc == 0, "workload exit %d: %s" % (rc, stderr))
     used = {int(m.group(2)): float(m.group(1))
@@ -290,7 +290,7 @@ def test_threads_started_before_the_agent_are_sampled(ctx):
     rc, stdout, stderr, cpu, wall = run_profiled(
         [os.path.join(WORKLOADS, "cpu_split"), "1", "1.0"],
         {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
-         "LD_PRELOAD": LIB + " " + early, "EARLY_BURN_SECONDS": "0.4",
+         "LD_PRELOAD": PRELOAD + " " + early, "EARLY_BURN_SECONDS": "0.4",
          "EARLY_BLOCK_SIGNALS_LAST": "0.1"})
     check(rc == 0, "workload exit %d: %s" % (rc, stderr))
     profs = dump(profile_files(out), stacks=True)

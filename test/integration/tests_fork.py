@@ -13,8 +13,8 @@ import threading
 import time
 import urllib.request
 
-from itest import (LIB, PYTHON, WORKLOADS, app_total, check, dump, profile_files, run_profiled,
-                   value_index)
+from itest import (LIB, PRELOAD, PYTHON, WORKLOADS, app_total, check, dump, profile_files,
+                   run_profiled, value_index)
 
 
 
@@ -129,7 +129,7 @@ def test_fork_child_touches_one_page_of_our_data(ctx):
     rc, stdout, stderr, _cpu, _wall = run_profiled(
         [os.path.join(WORKLOADS, "fork_pages"), os.path.basename(LIB), "1.5"],
         {"DD_PROFILING_OUTPUT_DIR": os.path.join(ctx.dir, "out"),
-         "DD_PROFILING_UPLOAD_PERIOD": "1", "LD_PRELOAD": LIB + " " + stop})
+         "DD_PROFILING_UPLOAD_PERIOD": "1", "LD_PRELOAD": PRELOAD + " " + stop})
     m = re.search(r"^data_kb (\d+) bss_kb (\d+)$", stdout, re.M)
     check(rc == 0 and m, "fork_pages exit %d printed %r: %s" % (rc, stdout, stderr[-300:]))
     data_kb, bss_kb = int(m.group(1)), int(m.group(2))
@@ -328,7 +328,7 @@ def test_gunicorn_recycled_workers(ctx):
     for k in list(env):
         if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
             del env[k]
-    env.update({"LD_PRELOAD": LIB, "DD_PROFILING_OUTPUT_DIR": out,
+    env.update({"LD_PRELOAD": PRELOAD, "DD_PROFILING_OUTPUT_DIR": out,
                 "DD_PROFILING_CPU_HZ": "1000", "DD_PROFILING_UPLOAD_PERIOD": "1",
                 "CPU_DIR": ctx.dir})
     master = subprocess.Popen(

@@ -582,7 +582,8 @@ START_TEST(test_small_tables_are_not_kept_and_write_failures_are_counted)
 	cfi_cache_get_stats(&s0);
 	ck_assert_int_eq(cfi_cache_store(LIBC, &t), -EPERM);
 	/* Nor one that cannot be created (a regular file is in the way). */
-	char blocked[160];
+	/* Static: the cache keeps the string, not a copy, until teardown sets another. */
+	static char blocked[160];
 	snprintf(blocked, sizeof(blocked), "%s/file/cache", root);
 	char file[128];
 	snprintf(file, sizeof(file), "%s/file", root);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/cfi_decode.h"
 #include "agent/cfi_table.h"
 #include "check_run.h"
 
@@ -393,7 +394,8 @@ struct bytes {
 static void put(struct bytes *s, const void *p, size_t n)
 {
 	ck_assert_uint_le(s->n + n, sizeof(s->b));
-	memcpy(s->b + s->n, p, n);
+	if (n) /* an FDE without instructions passes NULL: memcpy's pointers must be valid */
+		memcpy(s->b + s->n, p, n);
 	s->n += n;
 }
 
@@ -508,6 +510,67 @@ START_TEST(synthetic_rules)
 }
 END_TEST
 
+/* SLEB128 operands at the edges of 64 bits (the cursor the builder and the signal
+ * handler's lookup share): a 9-byte negative value's sign extension reaches bit 63,
+ * which in int64_t arithmetic was undefined behaviour (UBSan in the ASan build). */
+START_TEST(sleb128_edges_decode)
+{
+	static const struct {
+		uint8_t b[10];
+		size_t n;
+		int64_t want;
+	} cases[] = {
+	    {{0x7f}, 1, -1},
+	    {{0x3f}, 1, 63},
+	    {{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40}, 9, -((int64_t)1 << 62)},
+	    {{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x7f}, 10, INT64_MIN},
+	    {{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00}, 10, INT64_MAX},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cfi_cursor c = {cases[i].b, cases[i].b + cases[i].n, false};
+		int64_t got = cfi_cur_sleb(&c);
+		ck_assert_msg(!c.bad && got == cases[i].want && c.p == c.end,
+			      "case %zu: expected %lld, got %lld (bad %d)", i,
+			      (long long)cases[i].want, (long long)got, c.bad);
+	}
+}
+END_TEST
+
+/* Offsets whose factored value does not fit 64 bits (found by test/fuzz/fuzz_elf_cfi.c,
+ * where the product was undefined behaviour): the FDE is malformed and skipped, as one
+ * whose program runs past its end, instead of a rule from a wrapped-around product. */
+START_TEST(overflowing_offsets_drop_the_fde)
+{
+	struct bytes s = {.n = 0};
+	size_t cie = add_cie(&s, "zR"); /* daf -8 */
+	const uint8_t ok[] = {0x41, 0x0e, 16, 0x86, 2};
+	/* offset rbp, 2^61 * -8 */
+	const uint8_t off[] = {0x41, 0x86, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20};
+	/* def_cfa_offset 2^63: more than an int64_t */
+	const uint8_t cfa[] = {0x41, 0x0e, 0x80, 0x80, 0x80, 0x80, 0x80,
+			       0x80, 0x80, 0x80, 0x80, 0x01};
+	/* def_cfa_sf rsp, 2^62 * -8 */
+	const uint8_t sf[] = {0x41, 0x12, 7, 0x80, 0x80, 0x80, 0x80,
+			      0x80, 0x80, 0x80, 0x80, 0xc0, 0x00};
+	add_fde(&s, cie, SEC_VADDR, 0x1000, 0x40, ok, sizeof(ok));
+	add_fde(&s, cie, SEC_VADDR, 0x1100, 0x40, off, sizeof(off));
+	add_fde(&s, cie, SEC_VADDR, 0x1200, 0x40, cfa, sizeof(cfa));
+	add_fde(&s, cie, SEC_VADDR, 0x1300, 0x40, sf, sizeof(sf));
+	put32(&s, 0);
+	struct cfi_section sec = {s.b, s.n, SEC_VADDR, false};
+	struct cfi_table t;
+	ck_assert_int_eq(cfi_table_build(&sec, 1, BASE, &t), 0);
+	ck_assert_msg(t.fdes == 1 && t.fdes_skipped == 3,
+		      "expected 1 FDE used and 3 skipped, got %u used and %u skipped", t.fdes,
+		      t.fdes_skipped);
+	ck_assert_ptr_nonnull(cfi_table_find(&t, 0x1001));
+	for (uint64_t pc = 0x1101; pc < 0x1340; pc += 0x100)
+		ck_assert_msg(cfi_table_find(&t, pc) == NULL, "a rule at 0x%llx",
+			      (unsigned long long)pc);
+	cfi_table_free(&t);
+}
+END_TEST
+
 /* Every truncation and many byte mutations of a real .eh_frame: no crash, no rows
  * outside the section's FDE ranges. Run under the default build (and ASan by hand). */
 START_TEST(corrupt_input_never_crashes)
@@ -549,6 +612,8 @@ static Suite *cfi_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, synthetic_rules);
 	tcase_add_test(tc, corrupt_input_never_crashes);
+	tcase_add_test(tc, overflowing_offsets_drop_the_fde);
+	tcase_add_test(tc, sleb128_edges_decode);
 	tcase_add_test(tc, matches_readelf_libc);
 	tcase_add_test(tc, matches_readelf_ld_so);
 	tcase_add_test(tc, matches_readelf_libz_libelf);

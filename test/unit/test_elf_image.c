@@ -7,7 +7,7 @@
  * the lowest PT_LOAD page. Then hostile input: every truncation of a real header area
  * and 20k random byte mutations of the headers only ever hand out sections inside the
  * bytes (asserted, and every page of each is read), and non-ELF, ELF32 and
- * wrong-machine files are refused.
+ * wrong-machine files are refused, as are header tables at misaligned offsets.
  */
 #include "agent/elf_image.h"
 
@@ -15,6 +15,7 @@
 
 #include "test/unit/check_run.h"
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -169,6 +170,66 @@ START_TEST(test_truncated_and_mutated_headers_stay_in_bounds)
 }
 END_TEST
 
+/* Header tables at offsets a struct cannot be read from (found by UBSan in the mutation
+ * test above): refused, not read through a misaligned pointer. */
+START_TEST(test_misaligned_header_tables_are_refused)
+{
+	struct elf_image im;
+	ck_assert_int_eq(elf_image_open(&im, files[2]), 0);
+	size_t len = im.len;
+	uint64_t *words = malloc(len + 8); /* 8-aligned, as a mapping or malloc gives */
+	uint8_t *buf = (uint8_t *)words;
+	memcpy(buf, im.data, len);
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)buf;
+	ck_assert_uint_gt(eh->e_phnum, 0);
+	ck_assert_uint_gt(elf_image_nsections(&im), 0);
+	struct elf_image t;
+	eh->e_phoff += 1;
+	elf_image_memory(&t, buf, len);
+	ck_assert_msg(elf_image_check(&t, EM_X86_64) == -EINVAL,
+		      "program headers at an odd offset: expected -EINVAL, got %d",
+		      elf_image_check(&t, EM_X86_64));
+	eh->e_phoff -= 1;
+	eh->e_shoff += 4;
+	ck_assert_int_eq(elf_image_check(&t, EM_X86_64), 0);
+	ck_assert_msg(elf_image_nsections(&t) == 0,
+		      "section headers at offset 4 mod 8: expected no sections, got %zu",
+		      elf_image_nsections(&t));
+	eh->e_shoff -= 4;
+	ck_assert_uint_eq(elf_image_nsections(&t), elf_image_nsections(&im));
+	/* The image itself at an odd address. */
+	memmove(buf + 1, buf, len);
+	elf_image_memory(&t, buf + 1, len);
+	ck_assert_int_eq(elf_image_check(&t, EM_X86_64), -EINVAL);
+	free(words);
+	elf_image_close(&im);
+}
+END_TEST
+
+/* No program headers: whatever e_phoff says is not used, not even to compute a pointer
+ * (found by test/fuzz/fuzz_elf_cfi.c: data + e_phoff overflowed, undefined behaviour
+ * that UBSan reports in the ASan build of this suite). */
+START_TEST(test_no_program_headers_whatever_their_offset)
+{
+	struct elf_image im;
+	ck_assert_int_eq(elf_image_open(&im, files[2]), 0);
+	uint64_t *words = malloc(im.len + 8);
+	memcpy(words, im.data, im.len);
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)words;
+	eh->e_phnum = 0;
+	eh->e_phoff = UINT64_MAX - 0xfff; /* far past the image, and past the address space */
+	struct elf_image t;
+	elf_image_memory(&t, words, im.len);
+	ck_assert_int_eq(elf_image_check(&t, EM_X86_64), 0);
+	ck_assert_uint_eq(elf_image_load_base(&t), 0);
+	size_t n = 1;
+	ck_assert_ptr_null(elf_image_phdrs(&t, &n));
+	ck_assert_uint_eq(n, 0);
+	free(words);
+	elf_image_close(&im);
+}
+END_TEST
+
 static Suite *elf_image_suite(void)
 {
 	Suite *s = suite_create("elf_image");
@@ -178,6 +239,8 @@ static Suite *elf_image_suite(void)
 			    (int)(sizeof(files) / sizeof(files[0])));
 	tcase_add_test(tc, test_non_elf_elf32_and_other_machines_are_refused);
 	tcase_add_test(tc, test_truncated_and_mutated_headers_stay_in_bounds);
+	tcase_add_test(tc, test_misaligned_header_tables_are_refused);
+	tcase_add_test(tc, test_no_program_headers_whatever_their_offset);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -5,8 +5,8 @@
  * a small server thread on 127.0.0.1 and on a unix socket: the exact bytes it receives
  * (request line, Host, Content-Length, the caller's headers, the body), the status it
  * answers, a refused connection, an answer (413) sent before the body was read (with
- * the connection closed, and kept open), interim 1xx responses, and a server that never
- * answers (the timeout).
+ * the connection closed, and kept open), interim 1xx responses, status lines read
+ * strictly and from their line only, and a server that never answers (the timeout).
  */
 #include "uploader/http_plain.h"
 
@@ -291,6 +291,41 @@ START_TEST(test_interim_1xx_responses_are_skipped)
 }
 END_TEST
 
+/* The status is read from the status line alone, strictly: a code after the line's end
+ * (found by test/fuzz/fuzz_http_response.c: it was read when the bytes came in one
+ * piece, not when cut after the first line) or with a fourth digit is no status. */
+START_TEST(test_a_status_is_read_from_its_line_only)
+{
+	static const struct {
+		const char *answer;
+		int code;
+		long status;
+	} cases[] = {
+	    {"HTTP/1.1 \r\n\r\n200 OK\r\n\r\n", CURLE_WEIRD_SERVER_REPLY, 0},
+	    {"HTTP/1.1\r\n 200 OK\r\n\r\n", CURLE_WEIRD_SERVER_REPLY, 0},
+	    {"HTTP/1.1 2000 OK\r\n\r\n", CURLE_WEIRD_SERVER_REPLY, 0},
+	    {"HTTP/1.1 099 Low\r\n\r\n", CURLE_WEIRD_SERVER_REPLY, 0},
+	    {"HTTP/1.0 204\r\n\r\n", CURLE_OK, 204},
+	    {"HTTP/1.1 404 Not Found\n", CURLE_OK, 404},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct server s = {.answer = cases[i].answer};
+		char url[64];
+		pthread_t th = serve_tcp(&s, url, sizeof(url));
+		struct http_request req = {.url = url, .body = body, .body_len = sizeof(body) - 1};
+		struct http_plain t;
+		char detail[256] = "";
+		post(&t, &req, 2000000000ULL, detail, sizeof(detail));
+		pthread_join(th, NULL);
+		ck_assert_msg(t.code == cases[i].code && t.status == cases[i].status,
+			      "answer %zu: expected code %d status %ld, got code %d status %ld", i,
+			      cases[i].code, cases[i].status, t.code, t.status);
+		http_plain_close(&t);
+		close(s.listen_fd);
+	}
+}
+END_TEST
+
 START_TEST(test_an_early_answer_on_an_open_connection_is_read_at_once)
 {
 	struct server s = {.answer = "HTTP/1.1 413 Payload Too Large\r\n\r\n",
@@ -350,6 +385,7 @@ static Suite *http_plain_suite(void)
 	tcase_add_test(tc, test_an_early_413_is_read_although_the_body_was_not);
 	tcase_add_test(tc, test_a_silent_server_times_out);
 	tcase_add_test(tc, test_interim_1xx_responses_are_skipped);
+	tcase_add_test(tc, test_a_status_is_read_from_its_line_only);
 	tcase_add_test(tc, test_an_early_answer_on_an_open_connection_is_read_at_once);
 	suite_add_tcase(s, tc);
 	return s;
