@@ -17,7 +17,8 @@
  *    single-threaded process) fail with EINVAL in a process with a second thread: when
  *    the profiler's thread is the only other one, it is stopped for the call and starts
  *    again at the next need.
- * prctl and syscall make the system call inline: no dlsym, so a call before our
+ * With the agent off every call passes straight through. prctl and syscall make the
+ * system call inline: no dlsym, so a call before our
  * constructor (jemalloc's bootstrap uses syscall()) or from a signal handler is safe. A
  * raw syscall instruction (not through libc) is not seen: see README, Current limits.
  * Context: application threads, normal context.
@@ -35,6 +36,7 @@
 #include "agent/sandbox.h"
 #include "common/log.h"
 #include "common/raw_syscall.h"
+#include "preload/ddprof.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -127,7 +129,7 @@ DDPROF_EXPORT int prctl(int option, ...)
 	unsigned long a5 = va_arg(ap, unsigned long);
 	va_end(ap);
 	struct filter_call c = {false, false, false};
-	if (option == PR_SET_SECCOMP)
+	if (option == PR_SET_SECCOMP && ddprof_status() == 0)
 		c = classify_prctl(a2, a3);
 	struct before b;
 	if (c.installs)
@@ -166,7 +168,7 @@ static bool ours_is_the_other_thread(void)
  * it when it is the only other one. Returns whether it was stopped. */
 static bool before_one_thread_call(unsigned long flags)
 {
-	if (!(flags & NEEDS_ONE_THREAD) || !ours_is_the_other_thread())
+	if (!(flags & NEEDS_ONE_THREAD) || ddprof_status() != 0 || !ours_is_the_other_thread())
 		return false;
 	int saved = errno;
 	bool gone = uploader_quiesce(QUIESCE_TIMEOUT_NS);
@@ -209,6 +211,8 @@ DDPROF_EXPORT long syscall(long nr, ...)
 	long a6 = va_arg(ap, long);
 	va_end(ap);
 	struct filter_call c = {false, false, false};
+	if (ddprof_status() != 0)
+		return libc_result(raw_syscall6(nr, a1, a2, a3, a4, a5, a6));
 	if (nr == SYS_seccomp)
 		c = classify_seccomp(a1, (unsigned long)a2, a3);
 	else if (nr == SYS_prctl && a1 == PR_SET_SECCOMP)

@@ -8,8 +8,8 @@
  * signal's number) apply to its signals and never to ours, SA_RESETHAND is one-shot;
  * other signals' handlers run through the dispatcher with the kernel's siginfo and are
  * seen as "in a handler", also after a siglongjmp out of one; a replacement behind
- * libc's back is noticed. Stress: threads swap a handler while signals arrive (also
- * under ThreadSanitizer, make tsan). Each test runs in its own process (Check's fork
+ * libc's back is noticed. Stress: threads swap a handler while signals arrive (under
+ * ThreadSanitizer, make tsan, while other threads read it instead). Each test runs in its own process (Check's fork
  * mode): dispositions do not leak between tests.
  */
 #include <check.h>
@@ -403,7 +403,22 @@ static void *swapper(void *arg)
 	return NULL;
 }
 
-static void *sender(void *arg)
+/* Under ThreadSanitizer (which delivers signals at its own points, and does not see
+ * the raw sigprocmask of our writers) the senders are readers instead: the table's
+ * concurrent reads and writes are what it checks. */
+__attribute__((unused)) static void *reader(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stress_done)) {
+		struct sigaction cur;
+		ck_assert_int_eq(app_signals_sigaction(SIGUSR1, NULL, &cur), 0);
+		ck_assert_msg(cur.sa_handler == handler_a || cur.sa_sigaction == handler_b,
+			      "read a torn action");
+	}
+	return NULL;
+}
+
+__attribute__((unused)) static void *sender(void *arg)
 {
 	pthread_t target = *(pthread_t *)arg;
 	/* A signal every 20 us or so: a storm, yet the target still gets to run (under
@@ -426,16 +441,22 @@ START_TEST(handler_swaps_under_signals)
 	ck_assert_int_eq(app_signals_sigaction(SIGUSR1, &act, NULL), 0);
 	pthread_t self = pthread_self(), s[2], w;
 	for (int i = 0; i < 2; i++)
+#ifdef DDPROF_TSAN
+		pthread_create(&s[i], NULL, reader, NULL);
+#else
 		pthread_create(&s[i], NULL, sender, &self);
+#endif
 	pthread_create(&w, NULL, swapper, NULL);
 	swapper(NULL);
 	pthread_join(w, NULL);
 	atomic_store(&stress_done, 1);
 	for (int i = 0; i < 2; i++)
 		pthread_join(s[i], NULL);
+#ifndef DDPROF_TSAN
 	/* Every signal ran one of the two handlers: a torn action would have crashed or
 	 * run neither. */
 	ck_assert_int_gt(atomic_load(&stress_a) + atomic_load(&stress_b), 0);
+#endif
 }
 END_TEST
 
@@ -444,6 +465,14 @@ int main(void)
 	Suite *s = suite_create("app_signals");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 60);
+#ifdef DDPROF_TSAN
+	/* Under ThreadSanitizer, which intercepts signals and their dispositions itself,
+	 * only the concurrent use of the table is checked: the behaviour tests are for
+	 * the plain build. */
+	tcase_add_test(tc, handler_swaps_under_signals);
+	suite_add_tcase(s, tc);
+	return check_run_suite(s);
+#endif
 	tcase_add_test(tc, sampling_signal_action_is_virtual);
 	tcase_add_test(tc, sig_dfl_terminates_on_the_apps_signal_only);
 	tcase_add_test(tc, sig_ign_drops_the_apps_signals);
