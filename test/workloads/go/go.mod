@@ -1,0 +1,3 @@
+module libddprof/workloads/go
+
+go 1.19
