@@ -15,11 +15,14 @@ profiles cover all their work; see the workloads' comments.
 """
 import os
 import re
+import signal
 import subprocess
 import tempfile
+import time
 
-from itest import (WORKLOADS, app_total, check, dump, profile_files, run_profiled,
-                   value_index)
+import itest
+from itest import (WORKLOADS, TestFailure, app_total, check, dump, profile_files,
+                   run_profiled, value_index)
 
 SPIN = os.path.join(WORKLOADS, "go-spin")
 PPROF = os.path.join(WORKLOADS, "go-pprof")
@@ -154,3 +157,39 @@ def test_go_own_cpu_profiler_still_works_under_the_agent(ctx):
     return ("Go's samples alone %d (%.2f s CPU), under the agent %d (%.2f s): ratio %.3f; "
             "ours %.2f s of %.2f s printed (%.3f)" % (alone, alone_burn, under, under_burn,
                                                     ratio, total / 1e9, cpu, ours))
+
+
+def test_go_program_killed_by_sigterm_dies_of_sigterm(ctx):
+    """SIGTERM to a Go program that does not catch it: Go's handler resets the action to
+    SIG_DFL with its usual flags (SA_SIGINFO | SA_ONSTACK | SA_RESTART, handler 0) and
+    raises the signal again. The kernel takes a 0 handler as SIG_DFL whatever the flags:
+    the process dies of SIGTERM (status 143 in a shell; what an orchestrator expects)."""
+    need(SPIN)
+    statuses = {}
+    for name, preload, env in (("alone", False, {}),
+                               ("agent", True, {"DD_PROFILING_OUTPUT_DIR":
+                                                os.path.join(ctx.dir, "out")}),
+                               ("agent disabled", True, {"DD_PROFILING_ENABLED": "false"})):
+        e = dict(os.environ)
+        for k in list(e):
+            if k.startswith("DD_"):
+                del e[k]
+        if preload:
+            e["LD_PRELOAD"] = itest.LIB
+        e["XDG_CACHE_HOME"] = ctx.dir
+        e.update(env)
+        p = subprocess.Popen([SPIN, "30"], env=e, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        time.sleep(0.5)  # the runtime has installed its handlers long before
+        p.send_signal(signal.SIGTERM)
+        try:
+            _out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise TestFailure("go-spin (%s) did not die of SIGTERM within 30 s" % name)
+        statuses[name] = (p.returncode, first_lines(err.decode(errors="replace"), 2))
+    bad = {k: v for k, v in statuses.items() if v[0] != -signal.SIGTERM}
+    check(not bad, "go-spin's status after SIGTERM, expected -%d (killed by SIGTERM): %s"
+          % (signal.SIGTERM, statuses))
+    return "killed by SIGTERM alone, under the agent, and with the agent disabled"
