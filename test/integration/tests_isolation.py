@@ -224,7 +224,12 @@ def test_gunicorn_preload_sync_workers_upload_every_period(ctx):
                                          % master.stderr.read().decode()[-1000:])
                 check(time.monotonic() < deadline, "gunicorn did not answer within 30 s")
                 time.sleep(0.1)
-        workers = sorted(p for p in _children(master.pid))
+        # The first answer may come while the second worker is still being forked.
+        workers = []
+        deadline = time.monotonic() + 10
+        while len(workers) < 2 and time.monotonic() < deadline:
+            workers = sorted(_children(master.pid))
+            time.sleep(0.05)
         stop = time.monotonic() + 8
         lock = threading.Lock()
 
