@@ -15,7 +15,7 @@ import threading
 import time
 import urllib.request
 
-from itest import (LIB, PYTHON, WORKLOADS, check, dump, profile_files, run_profiled,
+from itest import (LIB, PYTHON, ROOT, WORKLOADS, check, dump, profile_files, run_profiled,
                    value_index)
 from tests_fork import free_port
 
@@ -300,3 +300,38 @@ def test_children_without_fork_handlers_exit_at_once(ctx):
     check(fork_ms < 500 and clone_ms < 500, "the _Fork child took %.1f ms, the clone child "
           "%.1f ms" % (fork_ms, clone_ms))
     return "_Fork child %.1f ms, clone child %.1f ms" % (fork_ms, clone_ms)
+
+
+def test_secure_execution_keeps_the_agent_off(ctx):
+    """A setgid program (secure execution: the kernel sets AT_SECURE, and secure_getenv
+    hides every variable, DD_PROFILING_ENABLED included) runs without the agent: linked
+    against libddprof.so (LD_PRELOAD paths are ignored in secure execution), its copy
+    made setgid to another group reports ddprof_status() -ENOTCONN, has one thread,
+    writes no profile and prints nothing, even at debug level; the same program without
+    the setgid bit runs the agent (status 0, a profile)."""
+    if os.geteuid() != 0:
+        return "skipped: needs root to make a setgid copy"
+    prog = os.path.join(ctx.dir, "harm_linked")
+    subprocess.run(["cc", "-O2", "-o", prog, os.path.join(ROOT, "test", "workloads", "harm.c"),
+                    LIB, "-pthread"], check=True)
+    results = {}
+    for setgid in (False, True):
+        os.chmod(prog, 0o755)
+        if setgid:
+            os.chown(prog, 0, 65534)
+            os.chmod(prog, 0o2755)
+        out = os.path.join(ctx.dir, "out-%d" % setgid)
+        rc, stdout, stderr, _cpu, _wall = run_profiled(
+            [prog, "status"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+                               "DD_PROFILING_LOG_LEVEL": "debug"}, preload=False)
+        m = re.search(r"status (-?\d+) threads (\d+)", stdout)
+        check(rc == 0 and m, "setgid %s: exit %d: %r %r" % (setgid, rc, stdout, stderr[-300:]))
+        results[setgid] = (int(m.group(1)), len(profile_files(out)), stderr)
+    status, files, stderr = results[True]
+    check(status == -107 and files == 0 and stderr == "",
+          "setgid copy: status %d (expected -ENOTCONN), %d profiles, stderr %r"
+          % (status, files, stderr[-300:]))
+    check(results[False][0] == 0 and results[False][1] >= 1,
+          "the plain copy: status %d, %d profiles" % results[False][:2])
+    return "setgid: status %d, no profile, silent; plain: status 0, %d profiles" % (
+        status, results[False][1])
