@@ -34,6 +34,7 @@
 #include "common/asan.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/own_stack.h"
 
 #define MAX_SEGS 4 /* executable PT_LOAD segments kept per module (1 in practice) */
 #define RESCAN_INTERVAL_NS (2ULL * NS_PER_SEC) /* catches libc's own dlopens */
@@ -78,6 +79,7 @@ FORK_CHILD_DATA static bool mods_stale;
 FORK_CHILD_DATA static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 FORK_CHILD_DATA static pthread_cond_t ctl_cond;
 FORK_CHILD_DATA static bool ctl_stop, ctl_running;
+FORK_CHILD_DATA static struct own_stack ctl_stack; /* our thread's (common/own_stack.h) */
 /* Rescans left while waiting for a dlopen to finish: set by any thread without the
  * lock (relaxed: the thread re-reads it under ctl_lock after every wake-up). */
 FORK_CHILD_DATA static _Atomic unsigned load_polls;
@@ -596,7 +598,14 @@ static int start_own_thread(modules_thread_create_fn create)
 {
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, PROFILER_THREAD_STACK_BYTES);
+	int src = own_stack_attr(&ctl_stack, &attr, PROFILER_THREAD_STACK_BYTES);
+	if (src != 0) {
+		pthread_attr_destroy(&attr);
+		pthread_mutex_lock(&ctl_lock);
+		ctl_running = false;
+		pthread_mutex_unlock(&ctl_lock);
+		return src;
+	}
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -604,6 +613,7 @@ static int start_own_thread(modules_thread_create_fn create)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
+		own_stack_release(&ctl_stack);
 		pthread_mutex_lock(&ctl_lock);
 		ctl_running = false;
 		pthread_mutex_unlock(&ctl_lock);
@@ -635,6 +645,7 @@ void modules_stop(void)
 	/* Bounded: the thread may be in the middle of a large table. */
 	struct timespec ts = clock_ns_to_timespec(clock_now_ns(CLOCK_REALTIME) + STOP_TIMEOUT_NS);
 	if (pthread_timedjoin_np(ctl_thread, NULL, &ts) == 0) {
+		own_stack_release(&ctl_stack);
 		ctl_running = false;
 		own_thread = false;
 	}
@@ -775,6 +786,7 @@ FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
 	ctl_running = false;
 	ctl_stop = false;
 	own_thread = false; /* the parent's thread is not in the child */
+	own_stack_after_fork(&ctl_stack);
 	next_due_ns = UINT64_MAX;
 	mods_stale = true;
 	lazy_create = create;

@@ -37,6 +37,7 @@
 #include "common/asan.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/own_stack.h"
 #include "common/z_api.h"
 #include "uploader/export_datadog.h"
 #include "uploader/export_set.h"
@@ -76,6 +77,7 @@ struct control {
 	bool quiesce;	   /* exit without a final profile (uploader_quiesce) */
 	bool joinable;	   /* thread is this process's thread, not joined yet */
 	pthread_t thread;
+	struct own_stack stack; /* the thread's (common/own_stack.h) */
 };
 
 /* What one uploader thread owns (on its stack). */
@@ -203,6 +205,7 @@ FORK_CHILD_PATH static void control_init(void)
 	 * thread reads what its children need then): nothing of the parent's request. */
 	ctl.warm_asked = ctl.warm_kick = ctl.warming = false;
 	ctl.quiesce = ctl.joinable = false;
+	own_stack_after_fork(&ctl.stack);
 	atomic_store_explicit(&exiting, false, memory_order_relaxed);
 }
 
@@ -608,11 +611,14 @@ static int spawn_thread(void)
 	pthread_attr_init(&attr);
 	/* Joinable: uploader_quiesce must know the thread is gone, its last system call
 	 * made. Otherwise it ends only with the process, which needs no join. */
-	/* glibc's stack: a fork child's glibc writes this thread's descriptor, a copy of a
-	 * page it inherited; on a MADV_WIPEONFORK stack of ours (tried) a zero-fill with no
-	 * page table, dearer here (paired: child CPU -90 us, fork +40 us, rate +0.2-1.4%).
-	 * Our size, not the application's default (agent/modules.h). */
-	pthread_attr_setstacksize(&attr, PROFILER_THREAD_STACK_BYTES);
+	/* A stack of ours (common/own_stack.h), of our size, not the application's
+	 * default (agent/modules.h). Not MADV_WIPEONFORK: a fork child reuses it as it
+	 * inherited it, a copy-on-write page for the descriptor, no zero-fill. */
+	int src = own_stack_attr(&ctl.stack, &attr, PROFILER_THREAD_STACK_BYTES);
+	if (src != 0) {
+		pthread_attr_destroy(&attr);
+		return src;
+	}
 	/* Block every signal in the new thread: the app's signals go to its own threads. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -621,6 +627,8 @@ static int spawn_thread(void)
 	int rc = up_create(&t, &attr, uploader_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
+	if (rc != 0)
+		own_stack_release(&ctl.stack);
 	if (rc == 0) {
 		ctl.thread = t;
 		ctl.joinable = true;
@@ -754,8 +762,11 @@ bool uploader_quiesce(uint64_t timeout_ns)
 	pthread_mutex_unlock(ctl.lock);
 	/* Returns once the kernel has cleared the thread's id: it makes no more system
 	 * calls. The thread only unlocks and returns after setting done. */
-	if (join)
-		pthread_join(t, NULL);
+	if (join && pthread_join(t, NULL) == 0) {
+		pthread_mutex_lock(ctl.lock);
+		own_stack_release(&ctl.stack);
+		pthread_mutex_unlock(ctl.lock);
+	}
 	pthread_setcancelstate(cancel_state, NULL);
 	return gone;
 }

@@ -1,0 +1,46 @@
+/*
+ * own_stack.c - stacks for the profiler's own threads (see own_stack.h for why).
+ * Context: normal context; the creating or joining thread.
+ */
+#include "own_stack.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int own_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	bytes = (bytes + page - 1) & ~(page - 1);
+	if (s->in_use)
+		return -EBUSY;
+	if (s->base && s->bytes != bytes + page) {
+		munmap(s->base, s->bytes);
+		s->base = NULL;
+	}
+	if (!s->base) {
+		/* Reserved, not committed: the thread touches tens of KiB of it. */
+		void *p = mmap(NULL, bytes + page, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+		if (p == MAP_FAILED)
+			return -errno;
+		/* A guard page below the stack, as glibc gives its own stacks. */
+		if (mprotect(p, page, PROT_NONE) != 0) {
+			int e = errno;
+			munmap(p, bytes + page);
+			return -e;
+		}
+		s->base = p;
+		s->bytes = bytes + page;
+	}
+	int rc = pthread_attr_setstack(attr, (char *)s->base + page, s->bytes - page);
+	if (rc != 0)
+		return -rc;
+	s->in_use = true;
+	return 0;
+}
+
+void own_stack_release(struct own_stack *s)
+{
+	s->in_use = false;
+}

@@ -1,0 +1,40 @@
+/*
+ * own_stack.h - the stacks of the profiler's own threads, mapped by us.
+ *
+ * Why not glibc's stack cache: a thread created with a cached stack gets the very
+ * descriptor (the pthread_t value) of a thread that ended before. In a fork child,
+ * glibc moves the parent's other threads, ended or not, into that cache; an
+ * application that joins such a handle in the child (a library destructor joining its
+ * own thread, undefined but harmless when the process is alone) would then wait for our
+ * thread forever. A stack we map ourselves carries a descriptor no application handle
+ * can name.
+ *
+ * Context: normal context only (the thread that creates or joins). A fork child may
+ * reuse the stack of a thread of ours that is not in it (own_stack_after_fork).
+ */
+#ifndef DDPROF_OWN_STACK_H
+#define DDPROF_OWN_STACK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct own_stack {
+	void *base;   /* mapping, guard page first; NULL when none */
+	size_t bytes; /* whole mapping */
+	bool in_use;  /* a thread of this process runs on it (or was not joined) */
+};
+
+/* Sets attr to run on s (mapped now, or reused when free). 0 or -errno. */
+int own_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes);
+
+/* The thread on it was joined (or never started): the stack may serve again. */
+void own_stack_release(struct own_stack *s);
+
+/* Fork child: the thread that ran on it is not in this process. No system call. */
+static inline void own_stack_after_fork(struct own_stack *s)
+{
+	s->in_use = false;
+}
+
+#endif
