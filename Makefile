@@ -192,7 +192,7 @@ unit: $(UNIT_BINS)
 TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules test_thread_start \
 	test_app_signals \
 	test_threads
-TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c agent/region.c \
+TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c common/own_stack.c agent/region.c \
 	agent/stack_trie.c agent/profile.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table.c \
