@@ -153,8 +153,8 @@ static void lock(uint64_t *old, int pid)
 		/* Free, or held in another process (inherited across a fork): ours to take.
 		 * Acquire pairs with unlock's release: the previous writer's table writes. */
 		if ((v == 0 || v != pid) &&
-		    atomic_compare_exchange_weak_explicit(&write_lock, &v, pid, memory_order_acquire,
-							  memory_order_relaxed))
+		    atomic_compare_exchange_weak_explicit(
+			&write_lock, &v, pid, memory_order_acquire, memory_order_relaxed))
 			return;
 		__builtin_ia32_pause();
 	}
@@ -297,7 +297,8 @@ int app_signals_sigaction(int sig, const struct sigaction *act, struct sigaction
 		/* The kernel reset a one-shot handler of the application's (SA_RESETHAND)
 		 * to SIG_DFL and kept the SA_SIGINFO we installed it with: the application
 		 * reads its own. */
-		if (cur.virt && (is_dfl((uintptr_t)k.sa_handler) || is_ign((uintptr_t)k.sa_handler)))
+		if (cur.virt &&
+		    (is_dfl((uintptr_t)k.sa_handler) || is_ign((uintptr_t)k.sa_handler)))
 			prev.sa_flags = (k.sa_flags & ~SA_SIGINFO) | (cur.flags & SA_SIGINFO);
 	}
 	if (act) {

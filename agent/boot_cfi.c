@@ -40,7 +40,7 @@ FORK_CHILD_DATA static bool roots_covered;
 struct mod {
 	const char *name;
 	uintptr_t bias;
-	const ElfW(Phdr) *phdr;
+	const ElfW(Phdr) * phdr;
 	size_t phnum;
 	bool startup; /* in the DT_NEEDED closure (or the executable, the vdso, us) */
 	bool expanded;
@@ -60,8 +60,12 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 		sc->overflow = true;
 		return 0;
 	}
-	sc->m[sc->n++] = (struct mod){info->dlpi_name ? info->dlpi_name : "", info->dlpi_addr,
-				      info->dlpi_phdr, info->dlpi_phnum, false, false};
+	sc->m[sc->n++] = (struct mod){info->dlpi_name ? info->dlpi_name : "",
+				      info->dlpi_addr,
+				      info->dlpi_phdr,
+				      info->dlpi_phnum,
+				      false,
+				      false};
 	return 0;
 }
 
@@ -114,7 +118,8 @@ static void mark_needed(struct scan *sc, const struct mod *m)
 		if (strnlen(need, room) == room)
 			continue; /* not terminated inside the table */
 		for (size_t k = 0; k < sc->n; k++)
-			if (!sc->m[k].startup && strcmp(base_name(sc->m[k].name), base_name(need)) == 0)
+			if (!sc->m[k].startup &&
+			    strcmp(base_name(sc->m[k].name), base_name(need)) == 0)
 				sc->m[k].startup = true;
 	}
 }

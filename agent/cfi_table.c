@@ -193,11 +193,11 @@ static int finish_table(struct row_buf *b, struct cfi_table *t)
 	}
 	/* struct cfi_row is 12 bytes: the index after the rows is 4-byte aligned. */
 	build_page_index(t, (uint32_t *)(dst + t->nrows));
-	size_t len = (t->nrows * sizeof(*dst) + t->npages * sizeof(uint32_t) + 4095) &
-		     ~(size_t)4095;
+	size_t len =
+	    (t->nrows * sizeof(*dst) + t->npages * sizeof(uint32_t) + 4095) & ~(size_t)4095;
 	if (len < len_max)
 		munmap((uint8_t *)m + len, len_max - len); /* what merging left unused */
-	mprotect(m, len, PROT_READ); /* immutable from now on */
+	mprotect(m, len, PROT_READ);			   /* immutable from now on */
 	t->shared_len = len;
 	return 0;
 }

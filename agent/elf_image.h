@@ -60,7 +60,7 @@ bool elf_image_section(const struct elf_image *im, const char *name, uint32_t ty
 size_t elf_image_nsections(const struct elf_image *im);
 bool elf_image_section_at(const struct elf_image *im, size_t i, struct elf_section *out);
 /* The file header and program headers (bounds checked by elf_image_check). */
-const void *elf_image_ehdr(const struct elf_image *im);	      /* const Elf64_Ehdr * */
+const void *elf_image_ehdr(const struct elf_image *im); /* const Elf64_Ehdr * */
 /* const Elf64_Phdr *, NULL (with *n 0) when there are none */
 const void *elf_image_phdrs(const struct elf_image *im, size_t *n);
 

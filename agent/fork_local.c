@@ -14,7 +14,7 @@
 
 /* Read by fork_local_owns in a fork child: on the page it touches anyway. */
 FORK_CHILD_DATA static uint8_t *page; /* NULL until mapped; MAP_FAILED when it cannot be */
-static size_t page_used; /* ordinary memory: a child keeps the parent's value */
+static size_t page_used;	      /* ordinary memory: a child keeps the parent's value */
 
 /* Bounds of the FORK_CHILD_DATA section, placed by common/fork_child.ld. */
 extern char __start_ddprof_fork_data[], __stop_ddprof_fork_data[];

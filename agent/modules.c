@@ -719,7 +719,8 @@ int modules_wait_ready(uint64_t timeout_ns)
 	int rc = 0;
 	while (ready_gen < want) {
 		struct timespec ts = clock_ns_to_timespec(deadline);
-		if (pthread_cond_clockwait(&ctl_cond, &ctl_lock, CLOCK_MONOTONIC, &ts) == ETIMEDOUT) {
+		if (pthread_cond_clockwait(&ctl_cond, &ctl_lock, CLOCK_MONOTONIC, &ts) ==
+		    ETIMEDOUT) {
 			rc = -ETIMEDOUT;
 			break;
 		}

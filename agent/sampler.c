@@ -138,7 +138,8 @@ FORK_CHILD_PATH pid_t sampler_gettid(void)
 /* async-signal-safe. The tid without touching the thread's state (fork child handler). */
 FORK_CHILD_PATH pid_t sampler_gettid_uncached(void)
 {
-	return (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0); /* not libc's: see common/raw_syscall.h */
+	return (pid_t)raw_syscall(SYS_gettid, 0, 0, 0,
+				  0); /* not libc's: see common/raw_syscall.h */
 }
 
 /* async-signal-safe. In the handler: the thread's cached tid, read now if it has none

@@ -52,7 +52,7 @@ static struct trie_node *node_new(struct stack_trie *t, uint64_t hash, int32_t t
 				  const uintptr_t *pcs, uint32_t n)
 {
 	struct trie_node *node =
-		region_alloc(t->region, sizeof(*node) + (size_t)n * sizeof(pcs[0]));
+	    region_alloc(t->region, sizeof(*node) + (size_t)n * sizeof(pcs[0]));
 	if (!node)
 		return NULL;
 	/* Region memory is zero: children and counters start nil/0. */
@@ -83,9 +83,8 @@ struct trie_node *trie_put(struct stack_trie *t, int32_t tid, const uintptr_t *p
 				/* The id is set before publication so the release CAS makes
 				 * it visible with the key. A node that loses every race to
 				 * an equal key wastes its id: ids are unique, not dense. */
-				fresh->id = atomic_fetch_add_explicit(&t->seq, 1,
-								      memory_order_relaxed) +
-					    1;
+				fresh->id =
+				    atomic_fetch_add_explicit(&t->seq, 1, memory_order_relaxed) + 1;
 			} else {
 				/* Out of memory, but an equal key may have been published
 				 * here meanwhile: count on it rather than drop. */
@@ -96,9 +95,8 @@ struct trie_node *trie_put(struct stack_trie *t, int32_t tid, const uintptr_t *p
 		}
 		if (!node) {
 			/* Release publishes fresh's key and id to the acquire loads above. */
-			if (atomic_compare_exchange_strong_explicit(slot, &node, fresh,
-								    memory_order_release,
-								    memory_order_acquire)) {
+			if (atomic_compare_exchange_strong_explicit(
+				slot, &node, fresh, memory_order_release, memory_order_acquire)) {
 				atomic_fetch_add_explicit(&t->nodes, 1, memory_order_relaxed);
 				if (inserted)
 					*inserted = true;
@@ -129,7 +127,7 @@ static void foreach_node(const struct trie_node *node,
 		for (int i = 1; i < TRIE_FANOUT; i++) {
 			/* Acquire pairs with the publishing CAS in trie_put. */
 			const struct trie_node *c =
-				atomic_load_explicit(&node->children[i], memory_order_acquire);
+			    atomic_load_explicit(&node->children[i], memory_order_acquire);
 			if (c)
 				foreach_node(c, fn, arg);
 		}

@@ -38,9 +38,9 @@ struct trie_node {
 
 struct stack_trie {
 	_Atomic(struct trie_node *) root;
-	_Atomic uint64_t seq; /* last id handed out */
+	_Atomic uint64_t seq;	/* last id handed out */
 	_Atomic uint64_t nodes; /* nodes published */
-	struct region *region; /* not owned */
+	struct region *region;	/* not owned */
 };
 
 void trie_init(struct stack_trie *t, struct region *r);

@@ -41,8 +41,9 @@ static void read_build_id(const struct elf_image *im, struct sym_elf_info *out)
 				break;
 			if (nh.n_type == NT_GNU_BUILD_ID_TYPE && nh.n_namesz == GNU_NOTE_NAMESZ &&
 			    memcmp(sec.data + name_off, GNU_NOTE_NAME, GNU_NOTE_NAMESZ) == 0) {
-				size_t k = nh.n_descsz < SYM_ELF_BUILD_ID_MAX ? nh.n_descsz
-									      : SYM_ELF_BUILD_ID_MAX;
+				size_t k = nh.n_descsz < SYM_ELF_BUILD_ID_MAX
+					       ? nh.n_descsz
+					       : SYM_ELF_BUILD_ID_MAX;
 				for (size_t b = 0; b < k; b++)
 					snprintf(out->build_id + 2 * b, 3, "%02x",
 						 sec.data[desc_off + b]);

@@ -49,8 +49,7 @@ void thread_start_release(struct thread_start *s)
 {
 	if (thread_start_is_slot(s))
 		/* Release pairs with the acquire in thread_start_alloc: our copy is done. */
-		atomic_fetch_and_explicit(&busy_mask, ~(1ULL << (s - slots)),
-					  memory_order_release);
+		atomic_fetch_and_explicit(&busy_mask, ~(1ULL << (s - slots)), memory_order_release);
 	else
 		free(s);
 }

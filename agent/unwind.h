@@ -43,14 +43,14 @@ struct unwind_regs {
 
 /* Unwinder statistics, per process (relaxed counters, any thread). */
 struct unwind_stats {
-	uint64_t walks;		/* stacks unwound with DWARF */
-	uint64_t complete;	/* reached a root frame (_start, clone3) */
-	uint64_t truncated;	/* cut at UNWIND_MAX_DEPTH (neither complete nor incomplete) */
-	uint64_t fp_steps;	/* frames recovered with frame pointers (no table for the pc) */
-	uint64_t cfi_steps;	/* frames recovered with CFI rows */
-	uint64_t signal_frames; /* signal trampolines crossed */
-	uint64_t guarded_reads; /* reads outside the thread's stack, via process_vm_readv */
-	uint64_t failed_reads;	/* reads refused (unmapped, or over the per-walk budget) */
+	uint64_t walks;		 /* stacks unwound with DWARF */
+	uint64_t complete;	 /* reached a root frame (_start, clone3) */
+	uint64_t truncated;	 /* cut at UNWIND_MAX_DEPTH (neither complete nor incomplete) */
+	uint64_t fp_steps;	 /* frames recovered with frame pointers (no table for the pc) */
+	uint64_t cfi_steps;	 /* frames recovered with CFI rows */
+	uint64_t signal_frames;	 /* signal trampolines crossed */
+	uint64_t guarded_reads;	 /* reads outside the thread's stack, via process_vm_readv */
+	uint64_t failed_reads;	 /* reads refused (unmapped, or over the per-walk budget) */
 	uint64_t boot_cfi_steps; /* frames recovered from in-memory CFI (no table yet) */
 };
 

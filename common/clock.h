@@ -26,7 +26,7 @@ static inline uint64_t clock_now_ns(clockid_t clk)
 
 static inline struct timespec clock_ns_to_timespec(uint64_t ns)
 {
-	struct timespec ts = { (time_t)(ns / NS_PER_SEC), (long)(ns % NS_PER_SEC) };
+	struct timespec ts = {(time_t)(ns / NS_PER_SEC), (long)(ns % NS_PER_SEC)};
 	return ts;
 }
 

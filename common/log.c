@@ -17,7 +17,7 @@
 
 static _Atomic int log_threshold = LOG_LEVEL_WARN;
 
-static const char *const level_names[] = { "error", "warning", "info", "debug" };
+static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
 void log_set_level(enum log_level level)
 {

@@ -20,8 +20,7 @@ void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 
 /* Writes one line (a newline is appended) if level <= threshold. */
-void log_msg(enum log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)

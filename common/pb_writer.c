@@ -9,7 +9,7 @@
 
 #define PB_WIRE_VARINT 0
 #define PB_WIRE_LEN 2
-#define PB_MIN_CAP 256 /* first allocation; doubles from there */
+#define PB_MIN_CAP 256	 /* first allocation; doubles from there */
 #define PB_VARINT_MAX 10 /* bytes of a 64-bit varint */
 
 void pb_init(struct pb_buf *pb)

@@ -2,12 +2,12 @@
  * raw_syscall.h - system calls made inline, without libc's wrappers.
  *
  * Owns: raw_syscall() and raw_syscall6(), nothing else. Also what our code uses instead
- * of libc's syscall(), which the preload layer interposes (preload/sandbox_guard.c). For the fork child's common path only: on these
- * virtual machines a new process pays 10-25 us for the first touch of each page, and
- * libc's syscall(), timer_create() and errno each sit on a page of libc's code the child
- * would otherwise not touch (measured with a first-touch probe: three pages per child).
- * Returns the kernel's answer: >= 0, or a negative errno; errno is left alone.
- * Context: any, including signal handlers.
+ * of libc's syscall(), which the preload layer interposes (preload/sandbox_guard.c). For the fork
+ * child's common path only: on these virtual machines a new process pays 10-25 us for the first
+ * touch of each page, and libc's syscall(), timer_create() and errno each sit on a page of libc's
+ * code the child would otherwise not touch (measured with a first-touch probe: three pages per
+ * child). Returns the kernel's answer: >= 0, or a negative errno; errno is left alone. Context:
+ * any, including signal handlers.
  */
 #ifndef DDPROF_COMMON_RAW_SYSCALL_H
 #define DDPROF_COMMON_RAW_SYSCALL_H

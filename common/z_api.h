@@ -17,8 +17,8 @@
 #define Z_API_SONAME "libz.so.1"
 
 struct z_api {
-	int (*deflateInit2_)(z_streamp strm, int level, int method, int window_bits,
-			     int mem_level, int strategy, const char *version, int stream_size);
+	int (*deflateInit2_)(z_streamp strm, int level, int method, int window_bits, int mem_level,
+			     int strategy, const char *version, int stream_size);
 	int (*deflate)(z_streamp strm, int flush);
 	int (*deflateEnd)(z_streamp strm);
 	uLong (*crc32)(uLong crc, const Bytef *buf, uInt len);

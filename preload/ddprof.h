@@ -46,9 +46,9 @@ struct ddprof_diagnostics {
 	 * the profiler's thread once it has lived 1 ms (shorter ones never need one). */
 	uint64_t timers_armed_late; /* timers armed that way */
 	/* Added with the unwind table cache (DD_PROFILING_UNWIND_CACHE_DIR). */
-	uint64_t unwind_cache_hits;	      /* tables loaded from it instead of built */
-	uint64_t unwind_cache_stored;	      /* tables this process wrote to it */
-	uint64_t unwind_cache_failures;	      /* files refused, tables it could not write */
+	uint64_t unwind_cache_hits;	/* tables loaded from it instead of built */
+	uint64_t unwind_cache_stored;	/* tables this process wrote to it */
+	uint64_t unwind_cache_failures; /* files refused, tables it could not write */
 	/* Added with the late uploader thread (it starts at the process's first need). */
 	uint64_t uploader_started; /* 1 once this process's uploader thread started */
 	uint64_t sandbox_skips;	   /* work skipped under a seccomp filter the application

@@ -10,8 +10,8 @@
  * library, calls accept, poll or read for each request). A program that computes and
  * calls none of these uploads at its exit only.
  * The same calls map memory a profile asked for (agent/profile.h) in a process whose
- * thread has not started. Cost when nothing is pending: two relaxed loads per call. The thread is not started
- * from inside one of the application's signal handlers (read and write are
+ * thread has not started. Cost when nothing is pending: two relaxed loads per call. The thread is
+ * not started from inside one of the application's signal handlers (read and write are
  * async-signal-safe, and a handler may interrupt any lock), nor in a thread under a
  * seccomp filter we saw installed, nor in one of the profiler's own threads.
  * Each wrapper calls the next definition (RTLD_NEXT: another interposer's, or libc's),
@@ -71,17 +71,17 @@ static void *next_fn(const char *name, void **slot)
 
 /* One wrapper: ret name(params), forwarding args; err is returned (errno ENOSYS) if the
  * next definition cannot be found. */
-#define ENTRY(ret, name, err, params, args)                                                   \
-	static ret(*next_##name) params;                                                       \
-	DDPROF_EXPORT ret name params                                                          \
-	{                                                                                      \
-		entry_hook();                                                                  \
-		ret(*f) params = (ret(*) params)next_fn(#name, (void **)&next_##name);         \
-		if (!f) {                                                                      \
-			errno = ENOSYS;                                                        \
-			return err;                                                            \
-		}                                                                              \
-		return f args;                                                                 \
+#define ENTRY(ret, name, err, params, args)                                                        \
+	static ret(*next_##name) params;                                                           \
+	DDPROF_EXPORT ret name params                                                              \
+	{                                                                                          \
+		entry_hook();                                                                      \
+		ret(*f) params = (ret(*) params)next_fn(#name, (void **)&next_##name);             \
+		if (!f) {                                                                          \
+			errno = ENOSYS;                                                            \
+			return err;                                                                \
+		}                                                                                  \
+		return f args;                                                                     \
 	}
 
 /* clang-format off */
@@ -136,13 +136,34 @@ __attribute__((constructor)) static void entry_points_resolve(void)
 		void **slot;
 	} fns[] = {
 #define SLOT(n) {#n, (void **)&next_##n}
-	    SLOT(read),	      SLOT(write),	SLOT(readv),	       SLOT(writev),
-	    SLOT(pread),      SLOT(pread64),	SLOT(pwrite),	       SLOT(pwrite64),
-	    SLOT(recv),	      SLOT(recvfrom),	SLOT(recvmsg),	       SLOT(send),
-	    SLOT(sendto),     SLOT(sendmsg),	SLOT(accept),	       SLOT(accept4),
-	    SLOT(connect),    SLOT(poll),	SLOT(ppoll),	       SLOT(select),
-	    SLOT(pselect),    SLOT(epoll_wait), SLOT(epoll_pwait),     SLOT(nanosleep),
-	    SLOT(clock_nanosleep), SLOT(usleep), SLOT(sleep),	       SLOT(waitpid),
+	    SLOT(read),
+	    SLOT(write),
+	    SLOT(readv),
+	    SLOT(writev),
+	    SLOT(pread),
+	    SLOT(pread64),
+	    SLOT(pwrite),
+	    SLOT(pwrite64),
+	    SLOT(recv),
+	    SLOT(recvfrom),
+	    SLOT(recvmsg),
+	    SLOT(send),
+	    SLOT(sendto),
+	    SLOT(sendmsg),
+	    SLOT(accept),
+	    SLOT(accept4),
+	    SLOT(connect),
+	    SLOT(poll),
+	    SLOT(ppoll),
+	    SLOT(select),
+	    SLOT(pselect),
+	    SLOT(epoll_wait),
+	    SLOT(epoll_pwait),
+	    SLOT(nanosleep),
+	    SLOT(clock_nanosleep),
+	    SLOT(usleep),
+	    SLOT(sleep),
+	    SLOT(waitpid),
 	    SLOT(wait4),
 #undef SLOT
 	};

@@ -166,12 +166,11 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 
 /*
  * Samples during our fork handlers are harmless: the handler takes no lock and writes
- * only lock-free state, and in the child the timer is armed last. One exception, where prepare blocks the sampling signal
- * until the parent and child handlers ran (a system call in each, costing more than
- * its instructions on a VM): kernels before 5.0 restart a fork when a signal arrives
- * during it (the memory copy is thrown away): with the thread's CPU timer running
- * through the fork's kernel work, a fork longer than the period would never finish
- * (always_block_for_fork).
+ * only lock-free state, and in the child the timer is armed last. One exception, where prepare
+ * blocks the sampling signal until the parent and child handlers ran (a system call in each,
+ * costing more than its instructions on a VM): kernels before 5.0 restart a fork when a signal
+ * arrives during it (the memory copy is thrown away): with the thread's CPU timer running through
+ * the fork's kernel work, a fork longer than the period would never finish (always_block_for_fork).
  * fork_unblock: this thread's prepare blocked it (it was not blocked before), written
  * only when it changes. forks_blocking counts such forks in flight: a fork child reads
  * its TLS only when it is not 0, and otherwise touches one page less.

@@ -394,9 +394,9 @@ struct exporter *export_datadog_new(const struct config *cfg, int agentless)
 					    de->socket_path, sizeof(de->socket_path));
 	}
 	de->base.name = agentless ? "datadog-agentless" : "datadog-agent";
-	const char *label[] = {de->base.name, " (",
-			       config_redact_url(shown, agentless ? cfg->agentless_url : cfg->agent_url),
-			       ")"};
+	const char *label[] = {
+	    de->base.name, " (",
+	    config_redact_url(shown, agentless ? cfg->agentless_url : cfg->agent_url), ")"};
 	str_join(de->base.label, sizeof(de->base.label), label, 4);
 	if (rc < 0) {
 		log_warn("%s: URL too long; this exporter is disabled", de->base.label);

@@ -34,8 +34,8 @@ bool http_plain_handles(const char *url)
 	return url && strncasecmp(url, "http://", 7) == 0;
 }
 
-int http_plain_parse_url(const char *url, char *host, size_t host_len, char *port,
-			 size_t port_len, const char **path)
+int http_plain_parse_url(const char *url, char *host, size_t host_len, char *port, size_t port_len,
+			 const char **path)
 {
 	if (!http_plain_handles(url))
 		return -EINVAL;
@@ -80,8 +80,8 @@ int http_plain_parse_url(const char *url, char *host, size_t host_len, char *por
 	return 0;
 }
 
-static bool fail(struct http_plain *t, int code, char *detail, size_t detail_len,
-		 const char *what, int err)
+static bool fail(struct http_plain *t, int code, char *detail, size_t detail_len, const char *what,
+		 int err)
 {
 	t->code = code;
 	t->phase = PH_DONE;
@@ -135,12 +135,10 @@ static bool connect_next(struct http_plain *t, const struct http_request *req, c
 		strcpy(sa.sun_path, req->unix_socket);
 		t->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (t->fd < 0)
-			return !fail(t, CURLE_COULDNT_CONNECT, detail, detail_len, "socket",
-				     errno);
+			return !fail(t, CURLE_COULDNT_CONNECT, detail, detail_len, "socket", errno);
 		if (connect(t->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS)
 			return true;
-		return !fail(t, CURLE_COULDNT_CONNECT, detail, detail_len, req->unix_socket,
-			     errno);
+		return !fail(t, CURLE_COULDNT_CONNECT, detail, detail_len, req->unix_socket, errno);
 	}
 	for (struct addrinfo *a = t->next_addr; a; a = a->ai_next) {
 		t->next_addr = a->ai_next;
@@ -237,9 +235,8 @@ static void release_addrs(struct http_plain *t, bool none_answered)
 	t->addrs = t->next_addr = NULL;
 }
 
-bool http_plain_start(struct http_plain *t, const struct http_request *req,
-		      const char *user_agent, uint64_t timeout_ns, char *detail,
-		      size_t detail_len)
+bool http_plain_start(struct http_plain *t, const struct http_request *req, const char *user_agent,
+		      uint64_t timeout_ns, char *detail, size_t detail_len)
 {
 	memset(t, 0, sizeof(*t));
 	t->fd = -1;
@@ -383,8 +380,8 @@ static bool step_receive(struct http_plain *t, char *detail, size_t detail_len)
 		if (t->resp_len >= HTTP_PLAIN_RESPONSE_MAX)
 			return fail(t, CURLE_WEIRD_SERVER_REPLY, detail, detail_len,
 				    "status line too long", 0);
-		ssize_t r = recv(t->fd, t->resp + t->resp_len, HTTP_PLAIN_RESPONSE_MAX - t->resp_len,
-				 MSG_DONTWAIT);
+		ssize_t r = recv(t->fd, t->resp + t->resp_len,
+				 HTTP_PLAIN_RESPONSE_MAX - t->resp_len, MSG_DONTWAIT);
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return false;
 		if (r < 0)
@@ -400,9 +397,10 @@ static bool step_receive(struct http_plain *t, char *detail, size_t detail_len)
 			return true;
 		}
 		if (r == 0)
-			return fail(t, t->head_off < t->head_len || t->body_off < t->body_len
-					   ? CURLE_SEND_ERROR
-					   : CURLE_RECV_ERROR,
+			return fail(t,
+				    t->head_off < t->head_len || t->body_off < t->body_len
+					? CURLE_SEND_ERROR
+					: CURLE_RECV_ERROR,
 				    detail, detail_len, "connection closed before a response", 0);
 	}
 }

@@ -41,30 +41,29 @@ struct http_plain {
 	size_t body_len, body_off;
 	char resp[HTTP_PLAIN_RESPONSE_MAX + 1];
 	size_t resp_len;
-	void *addrs;	  /* getaddrinfo list, tried in order (TCP) */
-	void *next_addr;  /* the next one to try */
-	int cache_slot;	  /* addrs borrowed from the name cache (-1: owned, or none) */
+	void *addrs;	 /* getaddrinfo list, tried in order (TCP) */
+	void *next_addr; /* the next one to try */
+	int cache_slot;	 /* addrs borrowed from the name cache (-1: owned, or none) */
 	/* Out, when http_plain_step has returned true: */
-	int code;	  /* a CURLcode: CURLE_OK when a status line was read */
-	long status;	  /* HTTP status, 0 if none */
-	uint64_t sent;	  /* request bytes written */
+	int code;      /* a CURLcode: CURLE_OK when a status line was read */
+	long status;   /* HTTP status, 0 if none */
+	uint64_t sent; /* request bytes written */
 };
 
 /* True when url is http:// (case-insensitive), which this transport handles. */
 bool http_plain_handles(const char *url);
 
 /* Parses "http://host[:port][/path]" (host may be a [v6] literal). 0 or -EINVAL. */
-int http_plain_parse_url(const char *url, char *host, size_t host_len, char *port,
-			 size_t port_len, const char **path);
+int http_plain_parse_url(const char *url, char *host, size_t host_len, char *port, size_t port_len,
+			 const char **path);
 
 /*
  * Starts the request (resolves, opens the socket, starts connecting). The request must
  * stay valid until the request is finished or closed. On failure returns false with
  * code set (and detail filled); otherwise true, and http_plain_step drives it.
  */
-bool http_plain_start(struct http_plain *t, const struct http_request *req,
-		      const char *user_agent, uint64_t timeout_ns, char *detail,
-		      size_t detail_len);
+bool http_plain_start(struct http_plain *t, const struct http_request *req, const char *user_agent,
+		      uint64_t timeout_ns, char *detail, size_t detail_len);
 /* The socket to poll, and for what (POLLIN/POLLOUT); -1 when none. */
 int http_plain_fd(const struct http_plain *t);
 short http_plain_events(const struct http_plain *t);

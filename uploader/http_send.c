@@ -436,8 +436,9 @@ void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint6
 					       no_retry);
 				finished = true;
 			} else if (http_plain_fd(&c->plain[i]) >= 0) {
-				fds[nfds++] = (struct curl_waitfd){http_plain_fd(&c->plain[i]),
-								   http_plain_events(&c->plain[i]), 0};
+				fds[nfds++] =
+				    (struct curl_waitfd){http_plain_fd(&c->plain[i]),
+							 http_plain_events(&c->plain[i]), 0};
 			}
 		}
 		if (idle_fn)

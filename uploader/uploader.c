@@ -712,7 +712,6 @@ void uploader_app_call(void)
 		start_deferred(false);
 }
 
-
 /* Waits, lock held, until pred or the deadline. */
 static bool wait_until(uint64_t deadline, bool (*pred)(uint64_t), uint64_t arg)
 {

@@ -100,8 +100,8 @@ bool uploader_thread_started(void);
 void uploader_atfork_prepare(void);
 void uploader_atfork_parent(void);
 /* Fork child: the parent's thread does not exist here. A fresh one starts at the
- * child's first need (see uploader_start) and never touches state the parent's uploader may have held (its libcurl
- * handles are simply forgotten: they belong to the parent's thread's stack). */
+ * child's first need (see uploader_start) and never touches state the parent's uploader may have
+ * held (its libcurl handles are simply forgotten: they belong to the parent's thread's stack). */
 void uploader_atfork_child(void);
 
 #endif

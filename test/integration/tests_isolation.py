@@ -281,6 +281,28 @@ def _children(ppid):
     return kids
 
 
+def test_fork_child_joining_an_ended_thread_is_not_joined_to_ours(ctx):
+    """A process has a joinable thread that ended and was not joined; it forks, and the
+    child dlopens a library (which starts a profiler thread there) and then joins that
+    thread, as a library destructor joining its own thread does. glibc hands the parent's
+    ended threads' stacks to the child's stack cache; a profiler thread created from that
+    cache took the ended thread's very pthread_t, and the join waited for the profiler
+    thread forever (a hang seen in CI). The join must return 0 at once, as it does
+    without the agent, while the child does have our thread."""
+    for preload in (False, True):
+        rc, stdout, stderr, _out = harm(ctx, ["stalejoin", 0.3], preload=preload, timeout=30)
+        m = re.search(r"stalejoin rc (\d+) ms ([0-9.]+) threads (\d+) dlopen ok", stdout)
+        who = "agent" if preload else "alone"
+        check(rc == 0 and m, "%s: exit %d: %r %r" % (who, rc, stdout, stderr[-300:]))
+        check(m.group(1) == "0" and float(m.group(2)) < 100,
+              "%s: the child's join of the ended thread returned %s after %s ms"
+              % (who, m.group(1), m.group(2)))
+        threads = int(m.group(3))
+        check(threads == (2 if preload else 1), "%s: %d threads in the child after its dlopen"
+              % (who, threads))
+    return "join 0 in %s ms with the profiler's thread in the child" % m.group(2)
+
+
 def test_children_without_fork_handlers_exit_at_once(ctx):
     """A process whose profiler thread is in the middle of an upload (the intake answers
     after 30 s) makes a child with _Fork() and one with the clone system call: neither

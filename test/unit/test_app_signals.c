@@ -9,8 +9,8 @@
  * other signals' handlers run through the dispatcher with the kernel's siginfo and are
  * seen as "in a handler", also after a siglongjmp out of one; a replacement behind
  * libc's back is noticed. Stress: threads swap a handler while signals arrive (under
- * ThreadSanitizer, make tsan, while other threads read it instead). Each test runs in its own process (Check's fork
- * mode): dispositions do not leak between tests.
+ * ThreadSanitizer, make tsan, while other threads read it instead). Each test runs in its own
+ * process (Check's fork mode): dispositions do not leak between tests.
  */
 #include <check.h>
 #include <errno.h>

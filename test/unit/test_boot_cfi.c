@@ -70,9 +70,9 @@ START_TEST(covers_the_start_up_modules)
 	 * functions, a few hand-written stubs). */
 	ck_assert_msg(rows >= asked * 9 / 10, "%u rows for %u pcs of libc", rows, asked);
 	struct cfi_row r;
-	ck_assert(boot_cfi_find((uintptr_t)&churn_lib + 4, &r));    /* this test's code */
+	ck_assert(boot_cfi_find((uintptr_t)&churn_lib + 4, &r));      /* this test's code */
 	ck_assert(boot_cfi_find((uintptr_t)&srunner_create + 4, &r)); /* libcheck's */
-	ck_assert(!boot_cfi_find(16, &r));			    /* the zero page is nobody's */
+	ck_assert(!boot_cfi_find(16, &r)); /* the zero page is nobody's */
 }
 END_TEST
 

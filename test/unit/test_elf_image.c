@@ -63,7 +63,8 @@ static void compare_with_libelf(const char *path)
 		for (; first < i; first++) {
 			GElf_Shdr o;
 			gelf_getshdr(elf_getscn(e, first), &o);
-			if (o.sh_type == sh.sh_type && !strcmp(elf_strptr(e, strndx, o.sh_name), name))
+			if (o.sh_type == sh.sh_type &&
+			    !strcmp(elf_strptr(e, strndx, o.sh_name), name))
 				break;
 		}
 		if (first == i)

@@ -137,7 +137,6 @@ static Suite *http_send_suite(void)
 	return s;
 }
 
-
 int main(void)
 {
 	return check_run_suite(http_send_suite());

@@ -282,7 +282,8 @@ START_TEST(test_trampoline_frames_are_left_out_leaf_included)
 		bool leaf_case = label(&prof, smp, "thread id")->num == 2;
 		ck_assert_uint_eq(smp->num_location_ids, leaf_case ? 1 : 2);
 		for (size_t j = 0; j < smp->num_location_ids; j++) {
-			const struct pprof_location *l = pprof_location(&prof, smp->location_ids[j]);
+			const struct pprof_location *l =
+			    pprof_location(&prof, smp->location_ids[j]);
 			ck_assert(l->address < tramp || l->address > tramp + 16);
 		}
 		ck_assert_str_eq(leaf_name(&prof, smp),

@@ -509,8 +509,8 @@ static int child_checks(struct profile_pair *pp, size_t parent_mapped)
 	struct writer w[WRITERS];
 	pthread_barrier_init(&start, NULL, WRITERS + 1);
 	for (uint32_t i = 0; i < WRITERS; i++) {
-		w[i] = (struct writer){.id = i, .pp = pp, .start = &start, .stop = &stop,
-				       .new_every = 7};
+		w[i] = (struct writer){
+		    .id = i, .pp = pp, .start = &start, .stop = &stop, .new_every = 7};
 		pthread_create(&w[i].thread, NULL, writer_main, &w[i]);
 	}
 	pthread_barrier_wait(&start);

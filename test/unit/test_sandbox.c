@@ -96,8 +96,7 @@ START_TEST(strict_mode_child_runs_on_cached_state)
 	}
 	int st;
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "strict-mode child: status 0x%x",
-		      st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "strict-mode child: status 0x%x", st);
 }
 END_TEST
 

@@ -50,9 +50,8 @@ static void check_against(const struct ref *refs, size_t n)
 	struct sym_table t;
 	sym_table_init(&t);
 	for (size_t i = 0; i < n; i++)
-		ck_assert_int_eq(sym_table_add(&t, refs[i].addr, refs[i].size, refs[i].name,
-					       refs[i].global),
-				 0);
+		ck_assert_int_eq(
+		    sym_table_add(&t, refs[i].addr, refs[i].size, refs[i].name, refs[i].global), 0);
 	sym_table_finish(&t);
 	size_t distinct = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -63,8 +62,8 @@ static void check_against(const struct ref *refs, size_t n)
 	}
 	ck_assert_uint_eq(t.nsyms, distinct);
 	for (size_t i = 1; i < t.nsyms; i++)
-		ck_assert_msg(t.syms[i - 1].addr < t.syms[i].addr, "entries %zu and %zu out of order",
-			      i - 1, i);
+		ck_assert_msg(t.syms[i - 1].addr < t.syms[i].addr,
+			      "entries %zu and %zu out of order", i - 1, i);
 	for (size_t i = 0; i < n; i++) {
 		const struct ref *best = &refs[i];
 		for (size_t k = 0; k < n; k++)
@@ -82,8 +81,8 @@ static void check_against(const struct ref *refs, size_t n)
 START_TEST(one_entry_per_address_with_the_preferred_alias)
 {
 	static struct ref refs[1500];
-	static const char *const stems[] = {"clone", "__clone", "clone3", "__clone3",
-					    "_start", "start", "memcpy", "__memcpy_avx"};
+	static const char *const stems[] = {"clone",  "__clone", "clone3", "__clone3",
+					    "_start", "start",	 "memcpy", "__memcpy_avx"};
 	srand(7);
 	for (int round = 0; round < 20; round++) {
 		/* Few distinct addresses, so that most have several aliases. */
@@ -108,10 +107,10 @@ START_TEST(adversarial_orders_stay_fast_and_correct)
 	static struct ref refs[N];
 	for (int kind = 0; kind < 5; kind++) {
 		for (size_t i = 0; i < N; i++) {
-			uint64_t k = kind == 0	 ? i				     /* sorted */
-				     : kind == 1 ? N - i			     /* reversed */
-				     : kind == 2 ? 7				     /* all equal */
-				     : kind == 3 ? (i < N / 2 ? i : N - i)	     /* organ pipe */
+			uint64_t k = kind == 0	 ? i			       /* sorted */
+				     : kind == 1 ? N - i		       /* reversed */
+				     : kind == 2 ? 7			       /* all equal */
+				     : kind == 3 ? (i < N / 2 ? i : N - i)     /* organ pipe */
 						 : (i % 2 ? i : N - i) % 1000; /* saw, ties */
 			refs[i].addr = 0x1000 + 16 * k;
 			refs[i].size = 16;
@@ -121,7 +120,8 @@ START_TEST(adversarial_orders_stay_fast_and_correct)
 		struct sym_table t;
 		sym_table_init(&t);
 		for (size_t i = 0; i < N; i++)
-			ck_assert_int_eq(sym_table_add(&t, refs[i].addr, 16, refs[i].name, true), 0);
+			ck_assert_int_eq(sym_table_add(&t, refs[i].addr, 16, refs[i].name, true),
+					 0);
 		sym_table_finish(&t); /* quadratic would take minutes: the test's timeout */
 		for (size_t i = 1; i < t.nsyms; i++)
 			ck_assert(t.syms[i - 1].addr < t.syms[i].addr);
@@ -137,15 +137,15 @@ END_TEST
 START_TEST(lookups_respect_sizes_and_gaps)
 {
 	static const struct ref refs[] = {
-	    {0x2000, 0x20, "b", true},  {0x1000, 0x10, "a", true}, {0x3000, 0, "asm", false},
+	    {0x2000, 0x20, "b", true},	 {0x1000, 0x10, "a", true},	  {0x3000, 0, "asm", false},
 	    {0x1000, 0x10, "__a", true}, {0x1000, 0, "a_sizeless", true},
 	};
 	struct sym_table t;
 	sym_table_init(&t);
 	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
 		sym_table_add(&t, refs[i].addr, refs[i].size, refs[i].name, refs[i].global);
-	sym_table_add(&t, 0, 8, "at_zero", true);	 /* ignored */
-	sym_table_add(&t, 0x4000, 8, "", true);		 /* ignored */
+	sym_table_add(&t, 0, 8, "at_zero", true);	      /* ignored */
+	sym_table_add(&t, 0x4000, 8, "", true);		      /* ignored */
 	sym_table_add(&t, 0x5000, 8, "versioned@@V_2", true); /* suffix dropped */
 	sym_table_finish(&t);
 	ck_assert_uint_eq(t.nsyms, 4);

@@ -272,8 +272,8 @@ START_TEST(guarded_reads_follow_the_seccomp_check)
 	ck_assert(!enable_with_status(dir, "Name:\ttest\nSeccomp:\t2\nSeccomp_filters:\t1\n"));
 	ck_assert_uint_eq(guarded_reads_of_a_wild_walk(), 0);
 	ck_assert(!enable_with_status(dir, "Name:\ttest\nState:\tR\n")); /* no line: unknown */
-	ck_assert(!enable_with_status(dir, NULL));			    /* unreadable */
-	ck_assert(!enable_with_status(dir, ""));			    /* empty */
+	ck_assert(!enable_with_status(dir, NULL));			 /* unreadable */
+	ck_assert(!enable_with_status(dir, ""));			 /* empty */
 	/* Past the first page (hundreds of supplementary groups), across read sizes. */
 	static char big[12000];
 	for (size_t pad = 4070; pad < 4110; pad += 3) {

@@ -16,19 +16,19 @@
 #include <unistd.h>
 
 #define ROUND_ITERS 200000 /* ~0.2 ms of work per unit: fine-grained 75/25 mixing */
-#define CHECK_EVERY 64 /* rounds between reads of the thread CPU clock (~70 ms) */
+#define CHECK_EVERY 64	   /* rounds between reads of the thread CPU clock (~70 ms) */
 
 static volatile uint64_t sink;
 
 /* The loop sits in each hot function itself so the sampled leaf is hot_a or hot_b. */
-#define SPIN(n, seed)                                                                  \
-	do {                                                                           \
-		uint64_t x_ = (seed);                                                  \
-		for (uint64_t i_ = 0; i_ < (n); i_++) {                                \
-			x_ = x_ * 6364136223846793005ULL + 1442695040888963407ULL;     \
-			__asm__ volatile("" : "+r"(x_));                               \
-		}                                                                      \
-		sink += x_;                                                            \
+#define SPIN(n, seed)                                                                              \
+	do {                                                                                       \
+		uint64_t x_ = (seed);                                                              \
+		for (uint64_t i_ = 0; i_ < (n); i_++) {                                            \
+			x_ = x_ * 6364136223846793005ULL + 1442695040888963407ULL;                 \
+			__asm__ volatile("" : "+r"(x_));                                           \
+		}                                                                                  \
+		sink += x_;                                                                        \
 	} while (0)
 
 /* A call makes hot_a/hot_b non-leaf, so they set up a frame (GCC 12 ignores

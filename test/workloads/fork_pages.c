@@ -103,7 +103,7 @@ static int stopped_child_pages(long *data_kb, long *bss_kb)
 		char perm[8];
 		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) == 3 &&
 		    strchr(line, '-') < strchr(line, ' '))
-			in = lo == bss_lo && hi == bss_hi		       ? 2
+			in = lo == bss_lo && hi == bss_hi		? 2
 			     : perm[1] == 'w' && strstr(line, lib_name) ? 1
 									: 0;
 		else if (in && sscanf(line, "Referenced: %ld kB", &kb) == 1)

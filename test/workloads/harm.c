@@ -33,6 +33,13 @@
  *                       system call (neither runs pthread_atfork handlers), each of which
  *                       calls exit(0); prints "rawfork fork_ms F clone_ms C status S T":
  *                       how long each child took from its creation to its reaping.
+ *  stalejoin SECONDS    starts a joinable thread (8 MiB stack) that ends at once and is
+ *                       not joined, computes SECONDS, forks; the child dlopens a library
+ *                       (a profiler may start a thread then), and joins the parent's
+ *                       ended thread with a 2 s deadline, as a library destructor joining
+ *                       its own thread does; prints "stalejoin rc R ms M threads T" (R:
+ *                       the join's result, 0 at once when no thread took the ended one's
+ *                       descriptor; T: the child's threads after the dlopen).
  * Every mode's compute loop is harm_burn. Prints "cpu_seconds C" last (process CPU).
  */
 #define _GNU_SOURCE
@@ -43,6 +50,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -124,8 +132,8 @@ static int mode_strict(double seconds)
 	return 0;
 }
 
-#define ALLOW(name)                                                                        \
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_##name, 0, 1),                            \
+#define ALLOW(name)                                                                                \
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_##name, 0, 1),                                    \
 	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
 
 static int install_allowlist(void)
@@ -348,6 +356,43 @@ static int mode_rawfork(double seconds)
 	return 0;
 }
 
+static void *end_at_once(void *arg)
+{
+	return arg;
+}
+
+static int mode_stalejoin(double seconds)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 8u << 20);
+	pthread_t ended;
+	if (pthread_create(&ended, &attr, end_at_once, NULL) != 0)
+		return 3;
+	pthread_attr_destroy(&attr);
+	compute(seconds, 1); /* the thread has long ended (its tid cleared by the kernel) */
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		return 3;
+	if (pid == 0) {
+		void *h = dlopen("libutil.so.1", RTLD_NOW);
+		int threads = count_threads();
+		double t0 = now_ms();
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += 2;
+		int rc = pthread_timedjoin_np(ended, NULL, &dl);
+		printf("stalejoin rc %d ms %.1f threads %d dlopen %s\n", rc, now_ms() - t0, threads,
+		       h ? "ok" : "failed");
+		fflush(stdout);
+		_exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return st == 0 ? 0 : 4;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -373,6 +418,8 @@ int main(int argc, char **argv)
 		rc = mode_probe(a2);
 	else if (!strcmp(m, "rawfork"))
 		rc = mode_rawfork(a2);
+	else if (!strcmp(m, "stalejoin"))
+		rc = mode_stalejoin(a2);
 	else if (!strcmp(m, "status"))
 		rc = mode_status();
 	else

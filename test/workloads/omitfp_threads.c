@@ -128,7 +128,7 @@ static int main_thread_only(bool syscalls, bool polls)
 	/* The agent's diagnostics, when it is loaded (dlsym is no dlopen: no need). */
 	int (*diag)(struct ddprof_diagnostics *, size_t) =
 	    (int (*)(struct ddprof_diagnostics *, size_t))dlsym(RTLD_DEFAULT,
-								 "ddprof_get_diagnostics");
+								"ddprof_get_diagnostics");
 	struct ddprof_diagnostics d;
 	if (diag && diag(&d, sizeof(d)) == 0)
 		printf("uploader_started %llu boot_cfi_frames %llu unwind_tables %llu\n",

@@ -94,7 +94,8 @@ static long uploader_stack_kb(void)
 			if (!fgets(comm, sizeof(comm), f))
 				comm[0] = 0;
 			fclose(f);
-			unsigned long sp = strncmp(comm, "ddprof-upload", 13) == 0 ? waiting_sp(e->d_name) : 0;
+			unsigned long sp =
+			    strncmp(comm, "ddprof-upload", 13) == 0 ? waiting_sp(e->d_name) : 0;
 			if (sp) {
 				closedir(d);
 				return below_sp_kb(sp);
@@ -112,7 +113,8 @@ int main(int argc, char **argv)
 	seconds = argc > 1 ? atof(argv[1]) : 1.0;
 	pthread_attr_t a;
 	pthread_attr_init(&a);
-	if (pthread_attr_setstacksize(&a, SMALL_STACK) != 0 || pthread_setattr_default_np(&a) != 0) {
+	if (pthread_attr_setstacksize(&a, SMALL_STACK) != 0 ||
+	    pthread_setattr_default_np(&a) != 0) {
 		fprintf(stderr, "small_stacks: cannot set the default stack size\n");
 		return 1;
 	}
@@ -129,6 +131,6 @@ int main(int argc, char **argv)
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	printf("cpu_seconds %.3f\n", (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-					   (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+					 (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
 	return 0;
 }
