@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import re
+import signal
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,14 @@ def check(cond, msg):
         raise TestFailure(msg)
 
 
+def kill_group(p):
+    """SIGKILL to the process group p leads (started with start_new_session)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run_profiled(argv, env_extra, timeout=120, preload=True):
     """Runs argv under the agent; returns (rc, stdout, stderr, cpu_seconds, wall)."""
     env = dict(os.environ)
@@ -55,14 +64,21 @@ def run_profiled(argv, env_extra, timeout=120, preload=True):
     env["XDG_CACHE_HOME"] = CACHE_HOME
     env.update(env_extra)
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Its own process group: on a timeout the whole group is killed, so that a hung
+    # fork child holding the output pipes cannot hang the run.
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
     out, err = b"", b""
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        raise TestFailure("%s did not finish within %d s" % (argv, timeout))
+        kill_group(p)
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        raise TestFailure("%s did not finish within %d s: %r %r"
+                          % (argv, timeout, out[-300:], err[-300:]))
     wall = time.monotonic() - t0
     # The kernel's CPU accounting of the child (user + system), from wait4's rusage.
     # communicate() already reaped it, so ask the workload itself as well.

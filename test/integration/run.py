@@ -12,6 +12,7 @@ import glob
 import importlib
 import os
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -46,7 +47,21 @@ def sanitizer_reports():
     return text
 
 
+# A test that takes longer than this has hung: it fails (SIGALRM raises in whatever it
+# waits for) and the run goes on, instead of waiting for CI's own limit.
+TEST_DEADLINE_S = int(os.environ.get("DDPROF_TEST_DEADLINE", "300"))
+
+
+class TestHung(Exception):
+    pass
+
+
+def on_alarm(_sig, _frame):
+    raise TestHung("still running after %d s (DDPROF_TEST_DEADLINE)" % TEST_DEADLINE_S)
+
+
 def main():
+    signal.signal(signal.SIGALRM, on_alarm)
     # -k may be given several times: a test runs when its name holds any of them.
     sels = [sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "-k"]
     for path in (itest.LIB, itest.DUMP):
@@ -64,7 +79,11 @@ def main():
         ctx = itest.Ctx()
         t0 = time.monotonic()
         try:
-            info = fn(ctx)
+            signal.alarm(TEST_DEADLINE_S)
+            try:
+                info = fn(ctx)
+            finally:
+                signal.alarm(0)
             report = sanitizer_reports()
             if report:
                 raise itest.TestFailure("sanitizer report:\n" + report[:4000])
