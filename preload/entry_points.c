@@ -57,7 +57,14 @@ static inline void entry_hook(void)
 		entry_slow();
 }
 
-/* The next definition of name: another interposer's, or libc's. */
+/* The next definition of name: another interposer's, or libc's. The constructor below
+ * resolves every slot, so dlsym runs here only for a call made before it (another
+ * library's constructor, which runs before ours): normal context, unless a handler
+ * installed by such a constructor calls in that window. Then dlsym runs in a handler:
+ * glibc's takes the loader's recursive lock and allocates nothing when the symbol is
+ * found, as libc's always is. The alternative, calling libc's aliases or raw system
+ * calls in that window, would skip an interposer loaded after us (a proxy's connect, a
+ * sandbox's read), which changes what the application does; we keep the lookup. */
 static void *next_fn(const char *name, void **slot)
 {
 	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
