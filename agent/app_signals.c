@@ -26,8 +26,15 @@
 #include "common/fork_child.h"
 #include "common/raw_syscall.h"
 
-/* libc's own sigaction: the public name is ours (preload/signal_api.c). */
+/* libc's own sigaction: the public name is ours (preload/signal_api.c). A ThreadSanitizer
+ * build of the unit suites has no such wrapper and goes through TSan's sigaction: TSan
+ * must see the sampling handler to hold its signals while its own runtime runs (a
+ * handler entered inside it deadlocks on its internal locks). */
+#ifdef DDPROF_TSAN
+#define __sigaction sigaction
+#else
 extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+#endif
 
 #define SIG_SLOTS 65 /* signals 1..64 */
 /* The kernel's flag for sa_restorer, which glibc sets on every action (not exported by

@@ -12,10 +12,12 @@ import os
 import re
 import signal
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, "build")
@@ -45,6 +47,106 @@ def check(cond, msg):
         raise TestFailure(msg)
 
 
+def clean_env(extra):
+    """This environment without the agent's own variables (the caller's DD_* would
+    change what a test measures), with the tests' unwind cache, and extra."""
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
+            del env[k]
+    env["XDG_CACHE_HOME"] = CACHE_HOME
+    env.update(extra)
+    return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children_of(ppid):
+    """The pids whose parent is ppid (from /proc)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == ppid:
+            pids.append(int(d))
+    return pids
+
+
+class Gunicorn:
+    """Debian's gunicorn serving app_source (written as app.py in ctx.dir) on a free
+    port under the agent, with env (its DD_* variables) and args (workers, worker
+    class...). As a context: started and answering on entry, killed on exit if still
+    running; stop() is the clean end (SIGTERM) a test judges."""
+
+    def __init__(self, ctx, app_source, args, env):
+        self.ctx = ctx
+        with open(os.path.join(ctx.dir, "app.py"), "w") as f:
+            f.write(app_source)
+        self.url = "http://127.0.0.1:%d/" % free_port()
+        self.argv = [PYTHON, "-m", "gunicorn"] + list(args) + [
+            "-b", self.url[len("http://"):-1], "--chdir", ctx.dir, "app:application"]
+        self.env = clean_env({"LD_PRELOAD": PRELOAD})
+        self.env.update(env)
+        self.master = None
+
+    def __enter__(self):
+        self.master = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.get(5)
+                return self
+            except OSError:
+                if self.master.poll() is not None:
+                    raise AssertionError("gunicorn exited: %s"
+                                         % self.master.stderr.read().decode()[-1000:])
+                check(time.monotonic() < deadline, "gunicorn did not answer within 30 s")
+                time.sleep(0.1)
+
+    def get(self, timeout):
+        """One request: the body, as text."""
+        with urllib.request.urlopen(self.url, timeout=timeout) as r:
+            return r.read().decode()
+
+    def workers(self, n, timeout=10.0):
+        """The master's children once there are n (the first answer may come before
+        the last worker is forked), or those there are after timeout."""
+        deadline = time.monotonic() + timeout
+        kids = children_of(self.master.pid)
+        while len(kids) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+            kids = children_of(self.master.pid)
+        return sorted(kids)
+
+    def stop(self, timeout=30):
+        """SIGTERM to the master: (exit status, its stderr). Fails the test if it does
+        not exit within timeout."""
+        self.master.send_signal(signal.SIGTERM)
+        try:
+            rc = self.master.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.master.kill()
+            raise AssertionError("gunicorn master did not exit within %d s of SIGTERM"
+                                 % timeout)
+        return rc, self.master.stderr.read().decode()
+
+    def __exit__(self, *exc):
+        if self.master.poll() is None:
+            self.master.kill()
+            self.master.wait()
+        return False
+
+
 def kill_group(p):
     """SIGKILL to the process group p leads (started with start_new_session)."""
     try:
@@ -55,13 +157,7 @@ def kill_group(p):
 
 def run_profiled(argv, env_extra, timeout=120, preload=True):
     """Runs argv under the agent; returns (rc, stdout, stderr, cpu_seconds, wall)."""
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
-            del env[k]
-    if preload:
-        env["LD_PRELOAD"] = PRELOAD
-    env["XDG_CACHE_HOME"] = CACHE_HOME
+    env = clean_env({"LD_PRELOAD": PRELOAD} if preload else {})
     env.update(env_extra)
     t0 = time.monotonic()
     # Its own process group: on a timeout the whole group is killed, so that a hung

@@ -6,14 +6,11 @@ without the agent.
 """
 import os
 import re
-import signal
-import socket
 import subprocess
 import threading
 import time
-import urllib.request
 
-from itest import (LIB, PRELOAD, PYTHON, WORKLOADS, app_total, check, dump, profile_files,
+from itest import (Gunicorn, children_of, LIB, PRELOAD, WORKLOADS, app_total, check, dump, profile_files,
                    run_profiled, value_index)
 
 
@@ -277,21 +274,6 @@ atexit.register(cpu_at_exit)
 '''
 
 
-def children_of(ppid):
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == ppid:
-            pids.append(int(d))
-    return pids
-
-
 def wait_workers_settled(master_pid, cpu_dir, n, timeout=15.0):
     """Until master_pid has n children, none of them exiting (its atexit wrote
     cpu-PID), for 0.3 s in a row."""
@@ -310,45 +292,16 @@ def wait_workers_settled(master_pid, cpu_dir, n, timeout=15.0):
     raise AssertionError("gunicorn workers did not settle: children %s" % children_of(master_pid))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_gunicorn_recycled_workers(ctx):
     """gunicorn, 3 workers recycled every ~25 requests, 300 requests: all succeed, every
     worker that served has its own profile, no profile re-uploads the master's samples,
     and the master exits cleanly on SIGTERM."""
     out = os.path.join(ctx.dir, "out")
-    with open(os.path.join(ctx.dir, "app.py"), "w") as f:
-        f.write(GUNICORN_APP)
-    port = free_port()
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
-            del env[k]
-    env.update({"LD_PRELOAD": PRELOAD, "DD_PROFILING_OUTPUT_DIR": out,
-                "DD_PROFILING_CPU_HZ": "1000", "DD_PROFILING_UPLOAD_PERIOD": "1",
-                "CPU_DIR": ctx.dir})
-    master = subprocess.Popen(
-        [PYTHON, "-m", "gunicorn", "-w", "3", "--max-requests", "25",
-         "--max-requests-jitter", "5", "-b", "127.0.0.1:%d" % port, "--chdir", ctx.dir,
-         "--graceful-timeout", "5", "app:application"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    url = "http://127.0.0.1:%d/" % port
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=5).read()
-                break
-            except OSError:
-                if master.poll() is not None:
-                    raise AssertionError("gunicorn exited: %s"
-                                         % master.stderr.read().decode()[-1000:])
-                check(time.monotonic() < deadline, "gunicorn did not answer within 30 s")
-                time.sleep(0.1)
+    with Gunicorn(ctx, GUNICORN_APP,
+                  ["-w", "3", "--max-requests", "25", "--max-requests-jitter", "5",
+                   "--graceful-timeout", "5"],
+                  {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+                   "DD_PROFILING_UPLOAD_PERIOD": "1", "CPU_DIR": ctx.dir}) as g:
         served = {}  # pid -> highest process_time it reported
         errors = []
         lock = threading.Lock()
@@ -356,7 +309,7 @@ def test_gunicorn_recycled_workers(ctx):
         def client(n):
             for _ in range(n):
                 try:
-                    body = urllib.request.urlopen(url, timeout=30).read().decode()
+                    body = g.get(30)
                     pid, cpu = body.split()
                     with lock:
                         served[int(pid)] = max(served.get(int(pid), 0.0), float(cpu))
@@ -375,30 +328,21 @@ def test_gunicorn_recycled_workers(ctx):
         # finalization (0.1 to 0.5 s here), so it would die of it, without or with the
         # agent, and lose its last profile. Wait for those to be gone and their
         # replacements up.
-        wait_workers_settled(master.pid, ctx.dir, 3)
-        master.send_signal(signal.SIGTERM)
-        try:
-            rc = master.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            raise AssertionError("gunicorn master did not exit within 30 s of SIGTERM")
-        stderr = master.stderr.read().decode()
+        wait_workers_settled(g.master.pid, ctx.dir, 3)
+        rc, stderr = g.stop()
         with open(os.path.join(ctx.dir, "gunicorn.log"), "w") as f:
             f.write(stderr)
         check(rc == 0, "gunicorn master exit %d: %s" % (rc, stderr[-1000:]))
         killed = [l for l in stderr.splitlines() if "terminated due to signal" in l]
         check(not killed, "workers died of a signal: %s" % killed)
         check("libddprof" not in stderr, "agent messages: %s" % stderr[-1000:])
-    finally:
-        if master.poll() is None:
-            master.kill()
-            master.wait()
+        master_pid = g.master.pid
     check(len(served) >= 6, "only %d workers served requests: --max-requests did not recycle"
           % len(served))
     by_pid = files_by_pid(out)
     missing = sorted(p for p in served if p not in by_pid)
     check(not missing, "workers %s served requests but have no profile" % missing)
-    check(master.pid in by_pid, "no profile for the master %d" % master.pid)
+    check(master_pid in by_pid, "no profile for the master %d" % master_pid)
     exits_seen = 0
     for pid, cpu in served.items():
         profs = dump(by_pid[pid], stacks=True)

@@ -8,16 +8,13 @@ namespace...) alone and under the agent, and compares. Workloads: build/workload
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import threading
 import time
-import urllib.request
 
-from itest import (LIB, PYTHON, ROOT, WORKLOADS, check, dump, profile_files, run_profiled,
+from itest import (LIB, ROOT, WORKLOADS, Gunicorn, check, dump, profile_files, run_profiled,
                    value_index)
-from tests_fork import free_port
 
 HARM = os.path.join(WORKLOADS, "harm")
 
@@ -196,40 +193,11 @@ def test_gunicorn_preload_sync_workers_upload_every_period(ctx):
     period, each worker uploads at least 4 profiles while it lives (it starts its
     thread at its first accept or select after a sample)."""
     out = os.path.join(ctx.dir, "out")
-    with open(os.path.join(ctx.dir, "papp.py"), "w") as f:
-        f.write(GUNICORN_PRELOAD_APP)
-    port = free_port()
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("DD_") or k.startswith("PYROSCOPE_"):
-            del env[k]
-    env.update({"LD_PRELOAD": LIB, "DD_PROFILING_OUTPUT_DIR": out,
-                "DD_PROFILING_UPLOAD_PERIOD": "1"})
-    master = subprocess.Popen(
-        [PYTHON, "-m", "gunicorn", "--preload", "-w", "2", "-k", "sync",
-         "-b", "127.0.0.1:%d" % port, "--chdir", ctx.dir, "papp:application"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    url = "http://127.0.0.1:%d/" % port
     served = 0
     errors = []
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=5).read()
-                break
-            except OSError:
-                if master.poll() is not None:
-                    raise AssertionError("gunicorn exited: %s"
-                                         % master.stderr.read().decode()[-1000:])
-                check(time.monotonic() < deadline, "gunicorn did not answer within 30 s")
-                time.sleep(0.1)
-        # The first answer may come while the second worker is still being forked.
-        workers = []
-        deadline = time.monotonic() + 10
-        while len(workers) < 2 and time.monotonic() < deadline:
-            workers = sorted(_children(master.pid))
-            time.sleep(0.05)
+    with Gunicorn(ctx, GUNICORN_PRELOAD_APP, ["--preload", "-w", "2", "-k", "sync"],
+                  {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_UPLOAD_PERIOD": "1"}) as g:
+        workers = g.workers(2)
         stop = time.monotonic() + 8
         lock = threading.Lock()
 
@@ -237,7 +205,7 @@ def test_gunicorn_preload_sync_workers_upload_every_period(ctx):
             nonlocal served
             while time.monotonic() < stop:
                 try:
-                    urllib.request.urlopen(url, timeout=10).read()
+                    g.get(10)
                     with lock:
                         served += 1
                 except Exception as e:  # noqa: BLE001 - every failure is reported
@@ -253,12 +221,7 @@ def test_gunicorn_preload_sync_workers_upload_every_period(ctx):
         by_pid = {}
         for f in profile_files(out):
             by_pid.setdefault(int(os.path.basename(f).split("_")[1]), []).append(f)
-        master.send_signal(signal.SIGTERM)
-        master.wait(timeout=30)
-    finally:
-        if master.poll() is None:
-            master.kill()
-            master.wait()
+        g.stop()
     check(not errors, "%d requests failed: %s" % (len(errors), errors[:3]))
     check(len(workers) == 2, "workers: %s" % workers)
     counts = {w: len(by_pid.get(w, [])) for w in workers}
@@ -266,19 +229,6 @@ def test_gunicorn_preload_sync_workers_upload_every_period(ctx):
         check(n >= 4, "worker %d uploaded %d profiles in 8 s with a 1 s period (all: %s)"
               % (w, n, counts))
     return "%d requests; profiles per worker while live: %s" % (served, counts)
-
-
-def _children(ppid):
-    kids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == ppid:
-                        kids.append(int(d))
-            except OSError:
-                pass
-    return kids
 
 
 def test_fork_child_joining_an_ended_thread_is_not_joined_to_ours(ctx):

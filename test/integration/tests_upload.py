@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 
-from itest import (PYTHON, ROOT, WORKLOADS, app_total, check, dump, profile_files, run_profiled,
+from itest import (free_port, PYTHON, ROOT, WORKLOADS, app_total, check, dump, profile_files, run_profiled,
                    value_index)
 
 SERVER = os.path.join(ROOT, "scripts", "intake_server.py")
@@ -70,15 +70,6 @@ class Intake:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-def free_port():
-    """A local TCP port nothing listens on (bound, then closed)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def sha(path):
