@@ -4,12 +4,8 @@
  * Context: the uploader thread runs upload_cycle; start/stop/flush are called from
  * application threads and only touch the control block under ctl.lock, which is never
  * held across serialization or I/O (so a fork's prepare handler can take it at once).
- * Everything the thread needs for one profile (symbolizer, buffers, the libcurl client,
- * the runtime id) lives in a struct upload_ctx on its own stack: a fork child's new
- * thread builds its own and never sees the parent's libcurl handles.
- * Memory for pending uploads: one gzip pprof plus one request body per HTTP exporter,
- * reused every period. A profile is never kept past its period (no spool): what could
- * not be delivered by then is dropped and counted.
+ * Everything the thread needs for one profile lives in a struct upload_ctx on its own
+ * stack (upload_cycle.h, which makes the profile).
  * Exit flush: one attempt per HTTP exporter, except for an exporter known not to answer
  * (its last request timed out, or the parent was waiting on it when this process was
  * forked): the final profile is then dropped at once rather than holding up the exit.
@@ -19,30 +15,25 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include "agent/fork_local.h"
-#include "agent/app_signals.h"
 #include "agent/dw_api.h"
 #include "agent/modules.h"
 #include "agent/sandbox.h"
-#include "agent/symbolizer.h"
 #include "agent/threads.h"
 #include "agent/sampler.h"
 #include "common/asan.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/own_stack.h"
-#include "common/z_api.h"
 #include "uploader/export_datadog.h"
 #include "uploader/export_set.h"
 #include "uploader/http_send.h"
-#include "uploader/pprof.h"
+#include "uploader/upload_cycle.h"
 #include "uploader/upload_stats.h"
 
 #define UPLOADER_THREAD_NAME "ddprof-upload"
@@ -53,9 +44,6 @@
  * has let go of libcurl by the time the process tears down (capped at half the flush
  * timeout). */
 #define EXIT_GRACE_NS (100ULL * 1000000ULL)
-/* A process's only profile, made at its exit after less CPU than this: named without
- * DWARF (~50 ms saved on its exit, 5% of this much CPU). */
-#define NAMES_ONLY_BELOW_NS (1000ULL * 1000000ULL)
 
 struct control {
 	pthread_mutex_t *lock; /* on the fork-local page when there is one (fork_local.h):
@@ -71,21 +59,13 @@ struct control {
 	uint64_t flush_completed;
 	bool modules_kick; /* modules_service has work (agent/modules.h) */
 	bool threads_kick; /* threads_service has work (agent/threads.h) */
-	bool warm_asked;   /* this process forked: its first fork asked for warm_for_children */
+	bool warm_asked;   /* this process forked: its first fork asked for upload_cycle_warm */
 	bool warm_kick;	   /* ... and the thread has not done it yet */
-	bool warming;	   /* the thread is in warm_for_children (lock released) */
+	bool warming;	   /* the thread is in upload_cycle_warm (lock released) */
 	bool quiesce;	   /* exit without a final profile (uploader_quiesce) */
 	bool joinable;	   /* thread is this process's thread, not joined yet */
 	pthread_t thread;
 	struct own_stack stack; /* the thread's (common/own_stack.h) */
-};
-
-/* What one uploader thread owns (on its stack). */
-struct upload_ctx {
-	struct symbolizer *sym;
-	struct pb_buf gz;
-	struct export_client out; /* request bodies, the HTTP client (export_set.h) */
-	char runtime_id[EXPORT_RUNTIME_ID_MAX];
 };
 
 static pthread_mutex_t ctl_lock_fallback;
@@ -109,11 +89,10 @@ static const struct config *up_cfg;
 FORK_CHILD_DATA static struct profile_pair *up_profiles;
 FORK_CHILD_DATA static uint64_t exit_flush_timeout_ns = CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS;
 static thread_create_fn up_create;
-FORK_CHILD_DATA static uint64_t export_seq;
 /* CLOCK_MONOTONIC time at which the thread must give up on HTTP (exit flush); 0 = none.
  * Set by uploader_stop, read by http_send_all between polls. */
 FORK_CHILD_DATA static _Atomic uint64_t exit_abort_ns;
-/* The process is exiting (stop_thread): warm_for_children gives up between modules.
+/* The process is exiting (stop_thread): upload_cycle_warm gives up between modules.
  * Relaxed: a hint, read without the lock by the thread while it warms. */
 FORK_CHILD_DATA static _Atomic bool exiting;
 static bool curl_atexit_registered;
@@ -175,18 +154,6 @@ void uploader_place_lock(void)
 	}
 }
 
-/* CPU time of the uploader thread already put in a profile as "[profiler]". */
-FORK_CHILD_DATA static uint64_t profiler_cpu_accounted;
-
-/* Uploader thread: its CPU time since the last call (PC_PROFILER in agent/unwind.h). */
-static uint64_t take_profiler_cpu_ns(void)
-{
-	uint64_t now = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
-	uint64_t d = now > profiler_cpu_accounted ? now - profiler_cpu_accounted : 0;
-	profiler_cpu_accounted = now;
-	return d;
-}
-
 FORK_CHILD_PATH static void control_init(void)
 {
 	/* At start-up too: a placed lock was initialized by uploader_place_lock. */
@@ -207,24 +174,6 @@ FORK_CHILD_PATH static void control_init(void)
 	ctl.quiesce = ctl.joinable = false;
 	own_stack_after_fork(&ctl.stack);
 	atomic_store_explicit(&exiting, false, memory_order_relaxed);
-}
-
-static void build_comments(struct pprof_meta *meta, char buf[][CONFIG_TAG_MAX + 16])
-{
-	const struct {
-		const char *key, *val;
-	} tags[] = {
-	    {"service", up_cfg->service}, {"env", up_cfg->env}, {"version", up_cfg->version}};
-	for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
-		if (!tags[i].val[0])
-			continue;
-		snprintf(buf[meta->ncomments], CONFIG_TAG_MAX + 16, "%s:%s", tags[i].key,
-			 tags[i].val);
-		meta->comments[meta->ncomments] = buf[meta->ncomments];
-		meta->ncomments++;
-	}
-	if (up_cfg->tags[0])
-		meta->comments[meta->ncomments++] = up_cfg->tags;
 }
 
 FORK_CHILD_PATH static void uploader_atexit(void)
@@ -256,135 +205,7 @@ static bool claim_final_count(void)
 	return mine;
 }
 
-/* Uploader thread: one swap, serialize, export. */
-
-/* Libraries dlclose'd since the last upload are gone from /proc/self/maps; their pcs
- * in this profile are still named from the file (agent/modules.c keeps the list). */
-static void note_unloaded_modules(struct symbolizer *sym)
-{
-	struct retired_segment segs[32];
-	size_t n;
-	while ((n = modules_take_retired(segs, 32)) > 0)
-		for (size_t i = 0; i < n; i++)
-			symbolizer_note_module(sym, segs[i].path, segs[i].start, segs[i].end,
-					       segs[i].file_offset);
-}
-
 static void service_threads_while_busy(void);
-
-/* Set once the sampling signal was taken from us (check_sampling_signal). */
-static _Atomic bool signal_lost;
-
-/* Uploader thread, each period: a program that replaced the sampling handler without
- * libc (a raw rt_sigaction, as the Go runtime does) gets our timers' signals in its own
- * handler, or dies of them under SIG_DFL: sampling stops for good, with one warning. */
-static void check_sampling_signal(void)
-{
-	if (atomic_load_explicit(&signal_lost, memory_order_relaxed) ||
-	    app_signals_sampling_intact())
-		return;
-	atomic_store_explicit(&signal_lost, true, memory_order_relaxed);
-	threads_stop_sampling();
-	sampler_set_enabled(false);
-	log_warn("the application replaced the handler of signal %d without going through "
-		 "libc; profiling stops (set DD_PROFILING_SIGNAL to a signal it leaves alone)",
-		 sampler_signal());
-}
-
-bool uploader_signal_lost(void)
-{
-	return atomic_load_explicit(&signal_lost, memory_order_relaxed);
-}
-
-static void upload_cycle(struct upload_ctx *ctx, bool final, uint64_t deadline)
-{
-	check_sampling_signal();
-	uint64_t now = clock_now_ns(CLOCK_REALTIME);
-	struct profile *p = profiles_swap(up_profiles, now);
-	uint64_t samples = atomic_load_explicit(&p->samples, memory_order_relaxed);
-	bool has_data = profile_has_data(p);
-	if (has_data && !ctx->sym) {
-		/* Made at the first profile with samples: a fork child that never has one
-		 * (most children of a fork storm) never pays for it. */
-		ctx->sym = symbolizer_new();
-		if (!ctx->sym)
-			upload_count(&upload_counters.serialize_failures, 1);
-		live_sym = ctx->sym; /* read by the fork child handler only */
-	}
-	if (has_data && ctx->sym) {
-		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
-		struct pprof_meta meta = {.start_ns = profile_start_ns(p),
-					  .end_ns = now,
-					  .period_ns = sampler_period_ns(),
-					  .pid = getpid(),
-					  .take_profiler_cpu_ns = take_profiler_cpu_ns};
-		/* In this profile, or lost with it: never twice. */
-		meta.startup_cpu_ns = profiles_take_startup(up_profiles, &meta.startup_tid);
-		char comment_buf[3][CONFIG_TAG_MAX + 16];
-		build_comments(&meta, comment_buf);
-		service_threads_while_busy();
-		symbolizer_refresh(ctx->sym);
-		/* The only profile of a process that lived briefly (a fork child, a shell
-		 * command): names without lines, so that its exit does not wait ~50 ms for
-		 * DWARF (agent/symbolizer.h). */
-		symbolizer_set_names_only(ctx->sym, final && export_seq == 0 &&
-							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) <
-							    NAMES_ONLY_BELOW_NS);
-		note_unloaded_modules(ctx->sym);
-		threads_refresh_names();
-		struct pprof_stats ps;
-		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
-		service_threads_while_busy();
-		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
-		 * (agent/sym_dwarf.c), is given back after every profile: the
-		 * pc cache answers what was named before, and only a cycle with new pcs
-		 * in a module opens it again (tens of ms, once a period). Kept, it would
-		 * cost every fork of the process a copy of its page tables (a fork after
-		 * an upload ran at 0.32x of the run without the agent with it, 0.60x
-		 * without, A/B), and the idle process its memory. Its big buffers are
-		 * mmap'd chunks, unmapped when freed. No malloc_trim: it walks and locks
-		 * every arena of the application (~100 ms on a fragmented 1 GiB heap,
-		 * measured), stalling its allocations. At exit there is nothing to give
-		 * back for. */
-		if (!final) {
-			symbolizer_release_dwarf(ctx->sym);
-			z_api_unload();
-		}
-		atomic_store_explicit(&upload_counters.serialize_ns,
-				      clock_now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
-		upload_count(&upload_counters.samples, samples);
-		upload_count(&upload_counters.dropped,
-			     atomic_load_explicit(&p->dropped_samples, memory_order_relaxed));
-		if (rc < 0) {
-			upload_count(&upload_counters.serialize_failures, 1);
-			log_warn("cannot serialize the profile: %s", strerror(-rc));
-		} else {
-			struct export_item item = {ctx->gz.data, ctx->gz.len,  meta.start_ns,  now,
-						   meta.pid,	 export_seq++, ctx->runtime_id};
-			struct outcomes o = {0};
-			export_set_send(&ctx->out, &item, final, deadline, &exit_abort_ns,
-					up_cfg->upload_timeout_ns, register_atexit_after_curl, &o);
-			/* At exit, uploader_stop may have given up and counted it already. */
-			if (!final || claim_final_count()) {
-				outcomes_tally(&o);
-				if (o.delivered == export_set_count() && o.delivered > 0) {
-					upload_count(&upload_counters.exported, 1);
-					upload_count(&upload_counters.bytes, ctx->gz.len);
-				}
-			}
-			log_debug("profile %llu: %llu samples, %zu stacks, %zu locations, "
-				  "%zu bytes gz, %zu/%zu exporters delivered",
-				  (unsigned long long)item.seq, (unsigned long long)samples,
-				  ps.samples, ps.locations, ps.gz_bytes, o.delivered,
-				  export_set_count());
-		}
-	}
-	profile_reset(p);
-	/* After serialization: names of threads that ended this period were still
-	 * needed above. */
-	threads_reap();
-	upload_stats_log();
-}
 
 /* When this period's exports must be over: a margin before the next swap. */
 
@@ -440,43 +261,6 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-/* The dynamic loader's (x86-64 psABI): a pc of its code without a lookup. */
-extern void *__tls_get_addr(void *);
-
-/*
- * Uploader thread, after the process's first fork: reads the symbol tables of the code
- * every fork child runs (the program, libc, the dynamic loader: its fork return, its
- * exit, lazy binding; this library's fork and exit handlers; the vdso's clocks) into the
- * symbolizer the children adopt (see live_sym). A child sampled before it exits (a
- * short command, a worker that fails at once) then names its pcs without reading them:
- * its exit took 7.1-7.6 ms, 3.5-3.9 ms with the adopted tables (0.7 ms without the
- * agent; libc6-dbg installed: libc's table is 13k symbols from the debug file). The
- * parent would read them at its first upload anyway; this only moves that earlier. Its
- * DWARF is given back at once, as after an upload.
- */
-static void warm_for_children(struct upload_ctx *ctx)
-{
-	if (!ctx->sym) {
-		ctx->sym = symbolizer_new();
-		if (!ctx->sym)
-			return; /* the first profile with samples tries again, and counts it */
-		live_sym = ctx->sym;
-	}
-	if (symbolizer_refresh(ctx->sym) < 0)
-		return;
-	const uintptr_t code[] = {(uintptr_t)getauxval(AT_ENTRY), (uintptr_t)&exit,
-				  (uintptr_t)&__tls_get_addr, (uintptr_t)&warm_for_children,
-				  (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
-	int read = 0;
-	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++) {
-		if (atomic_load_explicit(&exiting, memory_order_relaxed))
-			break; /* the exit needs its time: its final profile reads what it needs */
-		read += symbolizer_warm(ctx->sym, code[i]) > 0;
-	}
-	symbolizer_release_dwarf(ctx->sym);
-	log_debug("forked: pid %d: %d symbol tables read for the children", (int)getpid(), read);
-}
-
 static void *uploader_main(void *arg)
 {
 	(void)arg;
@@ -496,6 +280,12 @@ static void *uploader_main(void *arg)
 	pb_init(&ctx.gz);
 	export_client_init(&ctx.out);
 	datadog_runtime_id_new(ctx.runtime_id);
+	ctx.cfg = up_cfg;
+	ctx.profiles = up_profiles;
+	ctx.exit_abort_ns = &exit_abort_ns;
+	ctx.between_steps = service_threads_while_busy;
+	ctx.claim_final = claim_final_count;
+	ctx.before_first_tls = register_atexit_after_curl;
 	uint64_t period = up_cfg->upload_period_ns;
 	/* The first period ends a period after the profile began: in a fork child whose
 	 * thread started late (start_deferred), at the fork plus a period. */
@@ -542,7 +332,8 @@ static void *uploader_main(void *arg)
 				 * Not cycling: an exit with nothing sampled need not wait. */
 				ctl.warming = true;
 				pthread_mutex_unlock(ctl.lock);
-				warm_for_children(&ctx);
+				upload_cycle_warm(&ctx, &exiting);
+				live_sym = ctx.sym;
 				pthread_mutex_lock(ctl.lock);
 				ctl.warming = false;
 				continue;
@@ -580,7 +371,8 @@ static void *uploader_main(void *arg)
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
 		while (next <= now)
 			next += period; /* a missed period is skipped, not made up */
-		upload_cycle(&ctx, final, final ? UINT64_MAX : period_deadline(next, period));
+		upload_cycle_run(&ctx, final, final ? UINT64_MAX : period_deadline(next, period));
+		live_sym = ctx.sym; /* read by the fork child handler, once not cycling */
 
 		now = clock_now_ns(CLOCK_MONOTONIC);
 		while (next <= now)
@@ -879,6 +671,11 @@ void uploader_get_stats(struct uploader_stats *out)
 	upload_stats_get(out);
 }
 
+bool uploader_signal_lost(void)
+{
+	return upload_cycle_signal_lost();
+}
+
 bool uploader_thread_started(void)
 {
 	return atomic_load_explicit(&thread_spawned, memory_order_relaxed);
@@ -894,7 +691,7 @@ void uploader_atfork_prepare(void)
 void uploader_atfork_parent(void)
 {
 	/* The first fork: this process has children, whose exit names what they sampled
-	 * with the symbolizer they adopt from it (warm_for_children). The thread, when it
+	 * with the symbolizer they adopt from it (upload_cycle_warm). The thread, when it
 	 * runs, readies it; every later fork only reads the flag. */
 	if (!ctl.warm_asked) {
 		ctl.warm_asked = true;
@@ -920,8 +717,7 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	/* Fresh control block: the old one's lock is held by this thread (prepare) and
 	 * its waiters live in the parent. */
 	control_init();
-	export_seq = 0;
-	profiler_cpu_accounted = 0; /* the child's thread is a new one */
+	upload_cycle_atfork_child();
 	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
 	upload_stats_reset();
 	/* A request the parent was still waiting for: the intake may be hanging, and this

@@ -1,0 +1,232 @@
+/*
+ * upload_cycle.c - one period's profile, from the swap to the exporters (see
+ * upload_cycle.h).
+ * Context: the uploader thread. Memory: one gzip pprof plus one request body per HTTP
+ * exporter, in ctx, reused every period. A profile is never kept past its period (no
+ * spool): what could not be delivered by then is dropped and counted.
+ */
+#include "uploader/upload_cycle.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "agent/app_signals.h"
+#include "agent/modules.h"
+#include "agent/sampler.h"
+#include "agent/symbolizer.h"
+#include "agent/threads.h"
+#include "common/clock.h"
+#include "common/fork_child.h"
+#include "common/log.h"
+#include "common/z_api.h"
+#include "uploader/pprof.h"
+#include "uploader/upload_stats.h"
+
+/* A process's only profile, made at its exit after less CPU than this: named without
+ * DWARF (~50 ms saved on its exit, 5% of this much CPU). */
+#define NAMES_ONLY_BELOW_NS (1000ULL * 1000000ULL)
+
+/* CPU time of the uploader thread already put in a profile as "[profiler]". */
+FORK_CHILD_DATA static uint64_t profiler_cpu_accounted;
+/* Profiles this process made: the first one's number is 0. */
+FORK_CHILD_DATA static uint64_t export_seq;
+
+/* Uploader thread: its CPU time since the last call (PC_PROFILER in agent/unwind.h). */
+static uint64_t take_profiler_cpu_ns(void)
+{
+	uint64_t now = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t d = now > profiler_cpu_accounted ? now - profiler_cpu_accounted : 0;
+	profiler_cpu_accounted = now;
+	return d;
+}
+
+static void build_comments(const struct config *up_cfg, struct pprof_meta *meta,
+			   char buf[][CONFIG_TAG_MAX + 16])
+{
+	const struct {
+		const char *key, *val;
+	} tags[] = {
+	    {"service", up_cfg->service}, {"env", up_cfg->env}, {"version", up_cfg->version}};
+	for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
+		if (!tags[i].val[0])
+			continue;
+		snprintf(buf[meta->ncomments], CONFIG_TAG_MAX + 16, "%s:%s", tags[i].key,
+			 tags[i].val);
+		meta->comments[meta->ncomments] = buf[meta->ncomments];
+		meta->ncomments++;
+	}
+	if (up_cfg->tags[0])
+		meta->comments[meta->ncomments++] = up_cfg->tags;
+}
+
+/* Uploader thread: one swap, serialize, export. */
+
+/* Libraries dlclose'd since the last upload are gone from /proc/self/maps; their pcs
+ * in this profile are still named from the file (agent/modules.c keeps the list). */
+static void note_unloaded_modules(struct symbolizer *sym)
+{
+	struct retired_segment segs[32];
+	size_t n;
+	while ((n = modules_take_retired(segs, 32)) > 0)
+		for (size_t i = 0; i < n; i++)
+			symbolizer_note_module(sym, segs[i].path, segs[i].start, segs[i].end,
+					       segs[i].file_offset);
+}
+
+/* Set once the sampling signal was taken from us (check_sampling_signal). */
+static _Atomic bool signal_lost;
+
+/* Uploader thread, each period: a program that replaced the sampling handler without
+ * libc (a raw rt_sigaction, as the Go runtime does) gets our timers' signals in its own
+ * handler, or dies of them under SIG_DFL: sampling stops for good, with one warning. */
+static void check_sampling_signal(void)
+{
+	if (atomic_load_explicit(&signal_lost, memory_order_relaxed) ||
+	    app_signals_sampling_intact())
+		return;
+	atomic_store_explicit(&signal_lost, true, memory_order_relaxed);
+	threads_stop_sampling();
+	sampler_set_enabled(false);
+	log_warn("the application replaced the handler of signal %d without going through "
+		 "libc; profiling stops (set DD_PROFILING_SIGNAL to a signal it leaves alone)",
+		 sampler_signal());
+}
+
+bool upload_cycle_signal_lost(void)
+{
+	return atomic_load_explicit(&signal_lost, memory_order_relaxed);
+}
+
+void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
+{
+	check_sampling_signal();
+	uint64_t now = clock_now_ns(CLOCK_REALTIME);
+	struct profile *p = profiles_swap(ctx->profiles, now);
+	uint64_t samples = atomic_load_explicit(&p->samples, memory_order_relaxed);
+	bool has_data = profile_has_data(p);
+	if (has_data && !ctx->sym) {
+		/* Made at the first profile with samples: a fork child that never has one
+		 * (most children of a fork storm) never pays for it. */
+		ctx->sym = symbolizer_new();
+		if (!ctx->sym)
+			upload_count(&upload_counters.serialize_failures, 1);
+	}
+	if (has_data && ctx->sym) {
+		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
+		struct pprof_meta meta = {.start_ns = profile_start_ns(p),
+					  .end_ns = now,
+					  .period_ns = sampler_period_ns(),
+					  .pid = getpid(),
+					  .take_profiler_cpu_ns = take_profiler_cpu_ns};
+		/* In this profile, or lost with it: never twice. */
+		meta.startup_cpu_ns = profiles_take_startup(ctx->profiles, &meta.startup_tid);
+		char comment_buf[3][CONFIG_TAG_MAX + 16];
+		build_comments(ctx->cfg, &meta, comment_buf);
+		ctx->between_steps();
+		symbolizer_refresh(ctx->sym);
+		/* The only profile of a process that lived briefly (a fork child, a shell
+		 * command): names without lines, so that its exit does not wait ~50 ms for
+		 * DWARF (agent/symbolizer.h). */
+		symbolizer_set_names_only(ctx->sym, final && export_seq == 0 &&
+							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) <
+							    NAMES_ONLY_BELOW_NS);
+		note_unloaded_modules(ctx->sym);
+		threads_refresh_names();
+		struct pprof_stats ps;
+		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
+		ctx->between_steps();
+		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
+		 * (agent/sym_dwarf.c), is given back after every profile: the
+		 * pc cache answers what was named before, and only a cycle with new pcs
+		 * in a module opens it again (tens of ms, once a period). Kept, it would
+		 * cost every fork of the process a copy of its page tables (a fork after
+		 * an upload ran at 0.32x of the run without the agent with it, 0.60x
+		 * without, A/B), and the idle process its memory. Its big buffers are
+		 * mmap'd chunks, unmapped when freed. No malloc_trim: it walks and locks
+		 * every arena of the application (~100 ms on a fragmented 1 GiB heap,
+		 * measured), stalling its allocations. At exit there is nothing to give
+		 * back for. */
+		if (!final) {
+			symbolizer_release_dwarf(ctx->sym);
+			z_api_unload();
+		}
+		atomic_store_explicit(&upload_counters.serialize_ns,
+				      clock_now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
+		upload_count(&upload_counters.samples, samples);
+		upload_count(&upload_counters.dropped,
+			     atomic_load_explicit(&p->dropped_samples, memory_order_relaxed));
+		if (rc < 0) {
+			upload_count(&upload_counters.serialize_failures, 1);
+			log_warn("cannot serialize the profile: %s", strerror(-rc));
+		} else {
+			struct export_item item = {ctx->gz.data, ctx->gz.len,  meta.start_ns,  now,
+						   meta.pid,	 export_seq++, ctx->runtime_id};
+			struct outcomes o = {0};
+			export_set_send(&ctx->out, &item, final, deadline, ctx->exit_abort_ns,
+					ctx->cfg->upload_timeout_ns, ctx->before_first_tls, &o);
+			/* At exit, uploader_stop may have given up and counted it already. */
+			if (!final || ctx->claim_final()) {
+				outcomes_tally(&o);
+				if (o.delivered == export_set_count() && o.delivered > 0) {
+					upload_count(&upload_counters.exported, 1);
+					upload_count(&upload_counters.bytes, ctx->gz.len);
+				}
+			}
+			log_debug("profile %llu: %llu samples, %zu stacks, %zu locations, "
+				  "%zu bytes gz, %zu/%zu exporters delivered",
+				  (unsigned long long)item.seq, (unsigned long long)samples,
+				  ps.samples, ps.locations, ps.gz_bytes, o.delivered,
+				  export_set_count());
+		}
+	}
+	profile_reset(p);
+	/* After serialization: names of threads that ended this period were still
+	 * needed above. */
+	threads_reap();
+	upload_stats_log();
+}
+
+/* The dynamic loader's (x86-64 psABI): a pc of its code without a lookup. */
+extern void *__tls_get_addr(void *);
+
+/*
+ * After the process's first fork: reads the symbol tables of the code
+ * every fork child runs (the program, libc, the dynamic loader: its fork return, its
+ * exit, lazy binding; this library's fork and exit handlers; the vdso's clocks) into the
+ * symbolizer the children adopt (uploader.c). A child sampled before it exits (a
+ * short command, a worker that fails at once) then names its pcs without reading them:
+ * its exit took 7.1-7.6 ms, 3.5-3.9 ms with the adopted tables (0.7 ms without the
+ * agent; libc6-dbg installed: libc's table is 13k symbols from the debug file). The
+ * parent would read them at its first upload anyway; this only moves that earlier. Its
+ * DWARF is given back at once, as after an upload.
+ */
+void upload_cycle_warm(struct upload_ctx *ctx, const _Atomic bool *give_up)
+{
+	if (!ctx->sym) {
+		ctx->sym = symbolizer_new();
+		if (!ctx->sym)
+			return; /* the first profile with samples tries again, and counts it */
+	}
+	if (symbolizer_refresh(ctx->sym) < 0)
+		return;
+	const uintptr_t code[] = {(uintptr_t)getauxval(AT_ENTRY), (uintptr_t)&exit,
+				  (uintptr_t)&__tls_get_addr, (uintptr_t)&upload_cycle_warm,
+				  (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
+	int read = 0;
+	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++) {
+		if (atomic_load_explicit(give_up, memory_order_relaxed))
+			break; /* the exit needs its time: its final profile reads what it needs */
+		read += symbolizer_warm(ctx->sym, code[i]) > 0;
+	}
+	symbolizer_release_dwarf(ctx->sym);
+	log_debug("forked: pid %d: %d symbol tables read for the children", (int)getpid(), read);
+}
+
+FORK_CHILD_PATH void upload_cycle_atfork_child(void)
+{
+	export_seq = 0;
+	profiler_cpu_accounted = 0; /* the child's thread is a new one */
+}
