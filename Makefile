@@ -189,7 +189,7 @@ unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
-TSAN_TESTS := test_stack_trie test_profile_swap test_region test_modules test_thread_start \
+TSAN_TESTS := test_stack_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
 	test_app_signals \
 	test_threads
 TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c common/own_stack.c agent/region.c \
