@@ -46,9 +46,7 @@ static bool load(void)
 #undef DW_API_RESOLVE
 	if (missing) {
 		log_warn("%s lacks %s: symbolizing from ELF symbol tables only", soname, missing);
-		dl_guard_lock();
-		dlclose(h);
-		dl_guard_unlock();
+		dl_guard_dlclose(h);
 		return false;
 	}
 	api = t;
@@ -89,7 +87,7 @@ bool dw_api_unload(void)
 	/* Reset before the unlock: a fork waiting for the guard must not give a child a
 	 * table into an unmapped library. */
 	dl_guard_lock();
-	dlclose(handle);
+	dl_guard_dlclose_locked(handle);
 	handle = NULL;
 	state = DW_UNTRIED;
 	dl_guard_unlock();

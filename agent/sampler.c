@@ -233,7 +233,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 static bool signal_is_free(int signo)
 {
 	struct sigaction old;
-	if (sigaction(signo, NULL, &old) != 0)
+	if (app_signals_sigaction(signo, NULL, &old) != 0) /* as the application sees it */
 		return false;
 	if (old.sa_flags & SA_SIGINFO)
 		return false;

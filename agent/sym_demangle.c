@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "common/dl_guard.h"
 #include "common/log.h"
 
 #define LIBSTDCXX_SONAME "libstdc++.so.6"
@@ -25,7 +26,7 @@ static void find_demangler(void)
 {
 	*(void **)(&cxa_demangle) = dlsym(RTLD_DEFAULT, "__cxa_demangle");
 	if (!cxa_demangle) {
-		void *h = dlopen(LIBSTDCXX_SONAME, RTLD_LAZY | RTLD_LOCAL);
+		void *h = dl_guard_dlopen(LIBSTDCXX_SONAME, RTLD_LAZY | RTLD_LOCAL);
 		if (h)
 			*(void **)(&cxa_demangle) = dlsym(h, "__cxa_demangle");
 	}

@@ -446,7 +446,7 @@ FORK_CHILD_PATH void threads_exit_self(const struct sampler_thread_root *root)
 		 * thread with samples needs one (one system call less for the others). */
 		if (sampler_thread_sampled()) {
 			e->status = THREAD_ENDED;
-			prctl(PR_GET_NAME, e->name);
+			raw_syscall(SYS_prctl, PR_GET_NAME, (long)e->name, 0, 0);
 		} else {
 			remove_locked(e);
 		}

@@ -61,12 +61,47 @@ bool dl_guard_unload_allowed(void)
 	return guard_usable();
 }
 
+/* libc's own dlopen and dlclose, not the library's exported wrappers (preload/): the
+ * profiler's loads need none of the application's bookkeeping, and common/ calls no
+ * layer above it. dlopen is caller-sensitive: called from here, as the wrapper's stub
+ * would have, its caller is this library. */
+static void *libc_fn(const char *name, void **slot)
+{
+	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (!f) {
+		f = dlsym(RTLD_NEXT, name);
+		/* Release pairs with the acquire above: every thread resolves the same. */
+		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
+
+static void *libc_dlopen, *libc_dlclose;
+
 void *dl_guard_dlopen(const char *file, int mode)
 {
+	void *(*open_fn)(const char *, int) =
+	    (void *(*)(const char *, int))libc_fn("dlopen", &libc_dlopen);
+	if (!open_fn)
+		return NULL;
 	dl_guard_lock();
-	void *h = dlopen(file, mode);
+	void *h = open_fn(file, mode);
 	dl_guard_unlock();
 	return h;
+}
+
+int dl_guard_dlclose_locked(void *handle)
+{
+	int (*close_fn)(void *) = (int (*)(void *))libc_fn("dlclose", &libc_dlclose);
+	return close_fn ? close_fn(handle) : -1;
+}
+
+int dl_guard_dlclose(void *handle)
+{
+	dl_guard_lock();
+	int rc = dl_guard_dlclose_locked(handle);
+	dl_guard_unlock();
+	return rc;
 }
 
 void dl_guard_lock(void)

@@ -34,7 +34,14 @@ bool dl_guard_unload_allowed(void);
 /* dlopen under the guard: for every library the profiler loads. */
 void *dl_guard_dlopen(const char *file, int mode);
 
-/* Around every dlclose of the profiler's own libraries. */
+/* dlclose under the guard: for every library the profiler unloads. Returns dlclose's
+ * result (-1 if libc's cannot be found). */
+int dl_guard_dlclose(void *handle);
+/* The same, for a caller that holds the guard (dl_guard_lock). */
+int dl_guard_dlclose_locked(void *handle);
+
+/* Held around a dlclose, and by a fork's prepare handler; also by a caller that must
+ * reset its own state before a fork can copy it (see z_api_unload). */
 void dl_guard_lock(void);
 void dl_guard_unlock(void);
 

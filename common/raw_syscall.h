@@ -1,13 +1,13 @@
 /*
  * raw_syscall.h - system calls made inline, without libc's wrappers.
  *
- * Owns: raw_syscall() and raw_syscall6(), nothing else. Also what our code uses instead
- * of libc's syscall(), which the preload layer interposes (preload/sandbox_guard.c). For the fork
- * child's common path only: on these virtual machines a new process pays 10-25 us for the first
- * touch of each page, and libc's syscall(), timer_create() and errno each sit on a page of libc's
- * code the child would otherwise not touch (measured with a first-touch probe: three pages per
- * child). Returns the kernel's answer: >= 0, or a negative errno; errno is left alone. Context:
- * any, including signal handlers.
+ * Owns: raw_syscall() and raw_syscall6(), nothing else. Our code uses them instead of
+ * libc's syscall(), which the preload layer interposes (preload/sandbox_guard.c), and
+ * on the fork child's common path: a new process pays a first-touch fault for each page
+ * of libc's code it runs, and libc's syscall(), timer_create() and errno each sit on a
+ * page the child would otherwise not touch. Returns the kernel's answer: >= 0, or a
+ * negative errno; errno is left alone. x86-64 only, as the rest of the agent (its CFI
+ * tables and signal frames). Context: any, including signal handlers.
  */
 #ifndef DDPROF_COMMON_RAW_SYSCALL_H
 #define DDPROF_COMMON_RAW_SYSCALL_H
@@ -43,28 +43,7 @@ static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, lon
 	return ret;
 }
 #else
-#include <errno.h>
-/* async-signal-safe. Other architectures: libc's wrapper, errno kept. */
-static inline long raw_syscall(long nr, long a1, long a2, long a3, long a4)
-{
-	int saved = errno;
-	long ret = syscall(nr, a1, a2, a3, a4);
-	if (ret < 0)
-		ret = -errno;
-	errno = saved;
-	return ret;
-}
-
-/* async-signal-safe. The same with six arguments. */
-static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
-{
-	int saved = errno;
-	long ret = syscall(nr, a1, a2, a3, a4, a5, a6);
-	if (ret < 0)
-		ret = -errno;
-	errno = saved;
-	return ret;
-}
+#error "libddprof supports x86-64 only"
 #endif
 
 #endif

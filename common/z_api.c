@@ -49,7 +49,7 @@ void z_api_unload(void)
 	/* Reset before the unlock: a fork waiting for the guard must not give a child a
 	 * table into an unmapped library. */
 	dl_guard_lock();
-	dlclose(handle);
+	dl_guard_dlclose_locked(handle);
 	handle = NULL;
 	state = Z_UNTRIED;
 	dl_guard_unlock();

@@ -92,9 +92,7 @@ static int load(void)
 			log_warn("libcurl lacks %s (7.66 or later is needed): profiles are not "
 				 "uploaded over HTTP",
 				 symbols[i].name);
-			dl_guard_lock();
-			dlclose(lib);
-			dl_guard_unlock();
+			dl_guard_dlclose(lib);
 			return -1;
 		}
 		/* POSIX guarantees a function pointer round-trips through void *. */

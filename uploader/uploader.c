@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/own_stack.h"
+#include "common/raw_syscall.h"
 #include "uploader/export_datadog.h"
 #include "uploader/export_set.h"
 #include "uploader/http_send.h"
@@ -266,7 +267,7 @@ static void *uploader_main(void *arg)
 	(void)arg;
 	asan_thread_forget_stack(); /* common/asan.h */
 	sampler_thread_mark_internal();
-	prctl(PR_SET_NAME, UPLOADER_THREAD_NAME);
+	raw_syscall(SYS_prctl, PR_SET_NAME, (long)UPLOADER_THREAD_NAME, 0, 0);
 	export_set_make(up_cfg, ctl.lock);
 	/* A fork child of a parent that had built no table (its thread had not started):
 	 * this thread builds them, and runs the seccomp check for guarded reads. */

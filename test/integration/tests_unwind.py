@@ -250,7 +250,7 @@ def test_dlopen_while_an_upload_hangs_still_gets_tables(ctx):
             [os.path.join(WORKLOADS, "dlopen_churn"), lib, "2.4", "3.5"],
             {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
              "DD_TRACE_AGENT_URL": intake.url, "DD_PROFILING_UPLOAD_PERIOD": "3",
-             "DD_PROFILING_EXIT_FLUSH_TIMEOUT": "0.5"})
+             "DD_PROFILING_EXIT_FLUSH_TIMEOUT": "2"})
     check(rc == 0, "workload exit %d: %s" % (rc, stderr))
     profs = dump(profile_files(out), stacks=True)
     ti = value_index(profs[0], "cpu-time")
