@@ -517,6 +517,11 @@ def main():
     ser = os.path.join(res, "serialize.txt")
     if os.path.exists(ser):
         parts.append(serialize_section(ser))
+    # Paired comparisons made by hand (two builds side by side), kept across runs.
+    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
+    if os.path.exists(notes):
+        with open(notes) as f:
+            parts.append(f.read())
     sys.stdout.write("\n".join(parts))
 
 
