@@ -47,7 +47,7 @@ GO_WORKLOADS := $(if $(GO),$(BUILD)/workloads/go-spin $(BUILD)/workloads/go-ppro
 
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
-.PHONY: all deps check unit tsan integration demo clean format bench
+.PHONY: all deps check unit tsan integration demo clean format guards bench
 all: $(BUILD)/libddprof.so $(BUILD)/pprof-dump $(WORKLOAD_BINS) $(BUILD)/workloads/libearly_thread.so \
 	$(BUILD)/workloads/libstop_at_exit.so $(GO_WORKLOADS)
 
@@ -343,8 +343,19 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@bash scripts/bench/run
 
+# What clang-format keeps in shape (make format rewrites, make guards checks).
+FORMAT_FILES := $(LIB_SRCS) $(wildcard */*.h) $(UNIT_SRCS) $(wildcard test/unit/*.h) \
+	$(WORKLOAD_SRCS) $(WORKLOAD_SPECIAL)
+
 format:
-	clang-format -i $(LIB_SRCS) $(wildcard */*.h) $(UNIT_SRCS) $(WORKLOAD_SRCS) $(WORKLOAD_SPECIAL)
+	clang-format -i $(FORMAT_FILES)
+
+# make check's first stage: the format, the layers (ARCHITECTURE.md), and the guards'
+# own test on planted violations.
+guards: all
+	@bash scripts/check-format $(FORMAT_FILES)
+	@/usr/bin/python3 scripts/check-layers
+	@bash scripts/test-guards
 
 clean:
 	rm -rf $(BUILD)

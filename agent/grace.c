@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/sys_io.h"
 
 #define GRACE_POLL_NS 50000 /* handlers last microseconds: poll every 50 us */
 
@@ -22,7 +23,7 @@ static bool flip_and_drain(struct grace *g, uint64_t deadline)
 		if (clock_now_ns(CLOCK_MONOTONIC) >= deadline)
 			return false;
 		struct timespec ts = {0, GRACE_POLL_NS};
-		nanosleep(&ts, NULL);
+		sys_nanosleep(&ts, NULL);
 	}
 	return true;
 }

@@ -9,6 +9,7 @@
 #include "agent/fork_local.h"
 #include "common/clock.h"
 #include "common/process_start.h"
+#include "common/sys_io.h"
 
 #include <errno.h>
 #include <string.h>
@@ -87,7 +88,7 @@ static void pair_settle(struct profile_pair *pp)
 {
 	while (!pair_usable(pp)) {
 		struct timespec ts = {0, 1000};
-		nanosleep(&ts, NULL);
+		sys_nanosleep(&ts, NULL);
 	}
 }
 
@@ -219,7 +220,7 @@ struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
 	 * with the handler's release decrement: its writes are visible once we see 0). */
 	while (atomic_load_explicit(&p->writers, memory_order_seq_cst) != 0) {
 		struct timespec ts = {0, SWAP_POLL_NS};
-		nanosleep(&ts, NULL);
+		sys_nanosleep(&ts, NULL);
 	}
 	uint64_t lost = atomic_exchange_explicit(&settle_dropped_samples, 0, memory_order_relaxed);
 	if (lost) {

@@ -23,6 +23,7 @@
 #include "region.h"
 #include "common/fork_child.h"
 #include "common/page_size.h"
+#include "common/sys_io.h"
 
 #include <errno.h>
 #include <string.h>
@@ -357,7 +358,7 @@ void region_reset(struct region *r)
 		return;
 	while (!try_lock(r)) {
 		struct timespec ts = {0, REGION_LOCK_POLL_NS};
-		nanosleep(&ts, NULL);
+		sys_nanosleep(&ts, NULL);
 	}
 	uint64_t pos = atomic_load_explicit(&r->pos, memory_order_relaxed);
 	unsigned last = (unsigned)(pos >> REGION_POS_SHIFT);

@@ -29,6 +29,7 @@
 
 #include "common/log.h"
 #include "common/z_api.h"
+#include "common/sys_io.h"
 
 struct sym_dwarf {
 	const struct dw_api *api;
@@ -112,7 +113,7 @@ static bool crc_matches(int fd, uint32_t want)
 		return false;
 	uLong crc = z->crc32(0L, Z_NULL, 0);
 	ssize_t n;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
+	while ((n = sys_read(fd, buf, sizeof(buf))) > 0)
 		crc = z->crc32(crc, buf, (uInt)n);
 	lseek(fd, 0, SEEK_SET);
 	return n == 0 && (uint32_t)crc == want;

@@ -29,6 +29,7 @@
 #include "common/digits.h"
 #include "common/hashmap.h"
 #include "common/log.h"
+#include "common/sys_io.h"
 
 /* clockid of another thread's CPU clock, as the kernel encodes it
  * (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) in include/linux/posix-timers.h). */
@@ -304,7 +305,7 @@ static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	ssize_t n = read(fd, out, THREAD_NAME_MAX - 1);
+	ssize_t n = sys_read(fd, out, THREAD_NAME_MAX - 1);
 	close(fd);
 	if (n <= 0)
 		return false;

@@ -41,6 +41,7 @@
 #include "common/digits.h"
 #include "agent/sandbox.h"
 #include "common/raw_syscall.h"
+#include "common/sys_io.h"
 
 #define GUARDED_READS_MAX 32
 
@@ -213,7 +214,7 @@ static bool seccomp_filter_active(const char *status_path)
 	size_t have = 0;
 	int mode = -1;
 	for (;;) {
-		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		ssize_t n = sys_read(fd, buf + have, sizeof(buf) - 1 - have);
 		if (n <= 0)
 			break;
 		have += (size_t)n;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/str_join.h"
+#include "common/sys_io.h"
 
 int fs_make_dirs(const char *dir, mode_t mode)
 {
@@ -37,7 +38,7 @@ int fs_make_dirs(const char *dir, mode_t mode)
 int fs_write_all(int fd, const uint8_t *data, size_t len)
 {
 	while (len > 0) {
-		ssize_t n = write(fd, data, len);
+		ssize_t n = sys_write(fd, data, len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -52,7 +53,7 @@ int fs_write_all(int fd, const uint8_t *data, size_t len)
 int fs_read_all(int fd, uint8_t *buf, size_t len, off_t off)
 {
 	while (len > 0) {
-		ssize_t n = pread(fd, buf, len, off);
+		ssize_t n = sys_pread(fd, buf, len, off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -5,6 +5,7 @@
  * at start-up and a stale read only changes whether one line is printed.
  */
 #include "log.h"
+#include "common/sys_io.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -44,7 +45,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
 	line[len++] = '\n';
-	ssize_t w = write(STDERR_FILENO, line, len);
+	ssize_t w = sys_write(STDERR_FILENO, line, len);
 	(void)w; /* nowhere to report a failed log write */
 	errno = saved_errno;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/sys_io.h"
 
 /* CLOCK_REALTIME when the process started, from its start time in /proc/self/stat (in
  * clock ticks of the boot-time clock): 0 when unknown. For a fork child's first
@@ -21,7 +22,7 @@ uint64_t process_start_realtime_ns(void)
 	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t n = sys_read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
 		return 0;

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/str_join.h"
 #include "uploader/multipart.h"
+#include "common/sys_io.h"
 
 #define CGROUP_FILE "/proc/self/cgroup"
 #define CGROUP_READ_MAX 16384 /* plenty for the few lines of /proc/self/cgroup */
@@ -294,7 +295,7 @@ static void load_identity(struct datadog_exporter *de)
 	int fd = open(CGROUP_FILE, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		char *buf = malloc(CGROUP_READ_MAX);
-		ssize_t n = buf ? read(fd, buf, CGROUP_READ_MAX - 1) : -1;
+		ssize_t n = buf ? sys_read(fd, buf, CGROUP_READ_MAX - 1) : -1;
 		char id[DATADOG_CONTAINER_ID_MAX];
 		if (n > 0) {
 			buf[n] = '\0';

@@ -10,6 +10,7 @@
  * Context: the uploader thread only; never a signal handler.
  */
 #include "uploader/http_plain.h"
+#include "common/sys_io.h"
 
 #include <curl/curl.h> /* CURLcode values only: http_send.c classifies both transports */
 #include <errno.h>
@@ -136,7 +137,8 @@ static bool connect_next(struct http_plain *t, const struct http_request *req, c
 		t->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (t->fd < 0)
 			return !fail(t, CURLE_COULDNT_CONNECT, detail, detail_len, "socket", errno);
-		if (connect(t->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS)
+		if (sys_connect(t->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+		    errno == EINPROGRESS)
 			return true;
 		return !fail(t, CURLE_COULDNT_CONNECT, detail, detail_len, req->unix_socket, errno);
 	}
@@ -148,7 +150,7 @@ static bool connect_next(struct http_plain *t, const struct http_request *req, c
 			last_err = errno;
 			continue;
 		}
-		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
+		if (sys_connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
 			t->fd = fd;
 			return true;
 		}
@@ -353,7 +355,7 @@ static bool step_send(struct http_plain *t, char *detail, size_t detail_len)
 			iov[n++] = (struct iovec){(void *)(t->body + t->body_off),
 						  t->body_len - t->body_off};
 		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-		ssize_t w = sendmsg(t->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = sys_sendmsg(t->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 				return false;
@@ -380,8 +382,8 @@ static bool step_receive(struct http_plain *t, char *detail, size_t detail_len)
 		if (t->resp_len >= HTTP_PLAIN_RESPONSE_MAX)
 			return fail(t, CURLE_WEIRD_SERVER_REPLY, detail, detail_len,
 				    "status line too long", 0);
-		ssize_t r = recv(t->fd, t->resp + t->resp_len,
-				 HTTP_PLAIN_RESPONSE_MAX - t->resp_len, MSG_DONTWAIT);
+		ssize_t r = sys_recv(t->fd, t->resp + t->resp_len,
+				     HTTP_PLAIN_RESPONSE_MAX - t->resp_len, MSG_DONTWAIT);
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return false;
 		if (r < 0)
@@ -414,7 +416,7 @@ bool http_plain_step(struct http_plain *t, uint64_t now_ns, char *detail, size_t
 			    "no answer within the upload timeout", 0);
 	if (t->phase == PH_CONNECTING) {
 		struct pollfd p = {.fd = t->fd, .events = POLLOUT};
-		if (poll(&p, 1, 0) <= 0)
+		if (sys_poll(&p, 1, 0) <= 0)
 			return false;
 		int err = 0;
 		socklen_t len = sizeof(err);
@@ -432,7 +434,7 @@ bool http_plain_step(struct http_plain *t, uint64_t now_ns, char *detail, size_t
 	if (t->phase == PH_SENDING) {
 		/* Data to read before the request is sent: the server answered early. */
 		struct pollfd p = {.fd = t->fd, .events = POLLIN};
-		if (poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+		if (sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
 			t->phase = PH_RECEIVING;
 		else if (step_send(t, detail, detail_len))
 			return true;

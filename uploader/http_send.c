@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "uploader/curl_api.h"
 #include "uploader/http_plain.h"
+#include "common/sys_io.h"
 
 /* Longest wait between two looks at the deadlines: bounds how late an exit notices its
  * flush deadline; 50 wake-ups per second only while a request is pending. */
@@ -455,7 +456,7 @@ void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint6
 			struct pollfd p[HTTP_MAX_SLOTS];
 			for (unsigned i = 0; i < nfds; i++)
 				p[i] = (struct pollfd){fds[i].fd, (short)fds[i].events, 0};
-			poll(p, nfds, (int)ms);
+			sys_poll(p, nfds, (int)ms);
 		}
 	}
 	now = clock_now_ns(CLOCK_MONOTONIC);

@@ -6,7 +6,8 @@ Collects every test_* function of the tests_*.py modules next to this file (help
 itest.py) and runs them one by one, each with a fresh temporary directory.
 
 usage: run.py [-k substring]... [-v] [--keep]
-Prints one line per test and ends with "integration: N passed, N failed".
+Prints one line per test (PASS, FAIL, or SKIP: a test returns "skipped: why" when this
+machine cannot run it) and ends with "integration: N passed, N failed[, N skipped]".
 """
 import glob
 import importlib
@@ -52,6 +53,11 @@ def sanitizer_reports():
 TEST_DEADLINE_S = int(os.environ.get("DDPROF_TEST_DEADLINE", "300"))
 
 
+# make check: every test is required, so a test that skips (it lacks root, a package)
+# fails instead.
+REQUIRE_ALL = os.environ.get("DDPROF_TEST_REQUIRE_ALL") == "1"
+
+
 class TestHung(Exception):
     pass
 
@@ -72,7 +78,7 @@ def main():
     # --keep: a failing test's directory (its profiles, its workload's files) is left
     # for a look instead of removed.
     keep = "--keep" in sys.argv
-    passed = failed = 0
+    passed = failed = skipped = 0
     for name, fn in collect():
         if sels and not any(sel in name for sel in sels):
             continue
@@ -87,8 +93,17 @@ def main():
             report = sanitizer_reports()
             if report:
                 raise itest.TestFailure("sanitizer report:\n" + report[:4000])
-            passed += 1
-            print("integration: PASS %s (%.1fs) %s" % (name, time.monotonic() - t0, info or ""))
+            if isinstance(info, str) and info.startswith("skipped"):
+                # Reported as what it is, never as a pass; where every test is
+                # required (make check), a skip fails.
+                if REQUIRE_ALL:
+                    raise itest.TestFailure("%s, and DDPROF_TEST_REQUIRE_ALL is set" % info)
+                skipped += 1
+                print("integration: SKIP %s (%.1fs) %s" % (name, time.monotonic() - t0, info))
+            else:
+                passed += 1
+                print("integration: PASS %s (%.1fs) %s" % (name, time.monotonic() - t0,
+                                                          info or ""))
         except Exception as e:  # noqa: BLE001 - report every failure, keep going
             report = sanitizer_reports()
             if report:
@@ -103,7 +118,8 @@ def main():
         finally:
             ctx.close()
         sys.stdout.flush()
-    print("integration: %d passed, %d failed" % (passed, failed))
+    print("integration: %d passed, %d failed" % (passed, failed)
+          + (", %d skipped" % skipped if skipped else ""))
     shutil.rmtree(itest.CACHE_HOME, ignore_errors=True)
     return 0 if failed == 0 else 1
 
