@@ -5,7 +5,8 @@ CC ?= cc
 BUILD := build
 VERSION := $(shell cat VERSION)
 
-WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes
 BASE_CFLAGS := -std=gnu11 -O2 -g -pthread -fPIC $(WARN) -fno-omit-frame-pointer \
 	-D_GNU_SOURCE -DDDPROF_VERSION=\"$(VERSION)\" -I.
 # Only the interposed libc functions and the public API (DDPROF_EXPORT) are exported.
@@ -54,10 +55,13 @@ all: $(BUILD)/libddprof.so $(BUILD)/pprof-dump $(WORKLOAD_BINS) $(BUILD)/workloa
 deps:
 	@bash scripts/install-deps
 
-$(BUILD)/obj/%.o: %.c $(wildcard */*.h) Makefile
+# Header dependencies come from the compiler (-MMD: one .d beside each object).
+DEPFLAGS := -MMD -MP
+
+$(BUILD)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(LIB_CFLAGS) -c $< -o $@
+	@$(CC) $(LIB_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # -z noseparate-code: headers, dynamic symbols and code in one mapping. A fork child
 # of a preloaded process looks every symbol it binds lazily (exit, at the least) up in
@@ -247,10 +251,10 @@ FUZZ_CC := clang
 
 .PHONY: asan fuzz
 
-$(ASAN_DIR)/obj/%.o: %.c $(wildcard */*.h) Makefile
+$(ASAN_DIR)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	@echo "  ASAN-CC $<"
-	@$(ASAN_CC) $(ASAN_CFLAGS) -c $< -o $@
+	@$(ASAN_CC) $(ASAN_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(ASAN_DIR)/libddprof.so: $(ASAN_LIB_OBJS) common/fork_child.ld
 	@echo "  LD      $@"
@@ -283,10 +287,10 @@ $(ASAN_DIR)/test/test_symbolizer: test/unit/test_symbolizer.c $(SYMFIX_DIR)/symf
 asan: all $(ASAN_UNIT_BINS) $(ASAN_DIR)/libddprof.so
 	@bash scripts/run-asan $(ASAN_RUNTIME) $(ASAN_UNIT_BINS)
 
-$(FUZZ_DIR)/obj/%.o: %.c $(wildcard */*.h) Makefile
+$(FUZZ_DIR)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ-CC $<"
-	@$(FUZZ_CC) $(LIB_CFLAGS) -O1 -fsanitize=fuzzer-no-link $(SAN_FLAGS) -c $< -o $@
+	@$(FUZZ_CC) $(LIB_CFLAGS) -O1 -fsanitize=fuzzer-no-link $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(FUZZ_DIR)/libddprof_fuzz.a: $(FUZZ_OBJS)
 	@rm -f $@
@@ -359,3 +363,6 @@ guards: all
 
 clean:
 	rm -rf $(BUILD)
+
+# The header dependencies of every object built so far (-MMD).
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -308,6 +308,7 @@ static dlopen_fn real_dlopen;
 static dlclose_fn real_dlclose;
 
 /* Called by the stub; returns the real dlopen. */
+void *ddprof_dlopen_enter(void);
 __attribute__((used)) void *ddprof_dlopen_enter(void)
 {
 	dlopen_fn f = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE);
@@ -468,6 +469,7 @@ FORK_CHILD_PATH __attribute__((destructor)) static void ddprof_fini(void)
 /* The library's DT_FINI (the link's -Wl,-fini): nothing to do, on the fork path's code
  * pages. crti's _fini, the default, does nothing either, but alone on a page at the end
  * of .text: every fork child that exits took a page fault for it (perf, minor-faults). */
+void ddprof_dt_fini(void);
 FORK_CHILD_PATH __attribute__((used)) void ddprof_dt_fini(void)
 {
 }

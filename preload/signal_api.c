@@ -65,6 +65,8 @@ DDPROF_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 	return bsd_semantics(sig, handler);
 }
 
+/* glibc declares it only for older standards. */
+__sighandler_t bsd_signal(int sig, __sighandler_t handler);
 DDPROF_EXPORT __sighandler_t bsd_signal(int sig, __sighandler_t handler)
 {
 	return bsd_semantics(sig, handler);

@@ -84,6 +84,8 @@ static void check_table(const struct cfi_table *t)
 		check_lookup(t, t->base + t->rows[i].pc);
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (fd < 0)

@@ -287,6 +287,8 @@ static int load(struct config *c, bool secure, bool rotate)
 	return config_load_with(c, fuzz_getenv, secure);
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct config first, again;

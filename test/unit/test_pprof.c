@@ -20,6 +20,13 @@
 #define PERIOD_NS 1010101
 #define CEILING (4u << 20)
 
+/* Global, not static: the symbolizer names them from this program's symbol table. */
+int known_leaf_function(int x);
+int known_caller_function(int x);
+void *pprof_test_return_address(void);
+void *inline_host_function(void);
+void fake_trampoline(void);
+
 __attribute__((noinline)) int known_leaf_function(int x)
 {
 	__asm__ volatile("" : "+r"(x));

@@ -42,6 +42,11 @@
 
 static struct symbolizer *sym;
 
+/* Global, not static: the symbolizer names them from this program's symbol table. */
+void *symfix_test_return_address(void);
+void *sym_plain_target(void);
+void *sym_inline_host(void);
+
 /* Returns its own return address: the pc of the call in its caller. Called by the C++
  * fixture too. */
 __attribute__((noinline)) void *symfix_test_return_address(void)
