@@ -19,7 +19,7 @@ TEST_LDLIBS := $(LIB_LDLIBS) -lelf -lz
 # unit tests that check it.
 FORK_LD := -Wl,-T,common/fork_child.ld
 
-LIB_SRCS := $(wildcard common/*.c) $(wildcard agent/*.c) $(wildcard uploader/*.c) \
+LIB_SRCS := $(wildcard common/*.c) $(wildcard agent/*/*.c) $(wildcard uploader/*.c) \
 	$(wildcard preload/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # Everything but the interposition layer, for unit tests.
@@ -68,7 +68,7 @@ $(BUILD)/obj/%.o: %.c Makefile
 # our hash table first; in the code's mapping, the fault that maps our fork handler's
 # code maps the table's page too (fault-around): one page fault less per child.
 # -z nodelete: a dlclose never unmaps us (timers and handlers run our code, and the
-# handler reads our CFI from memory before tables exist: agent/boot_cfi.h).
+# handler reads our CFI from memory before tables exist: agent/unwind/boot_cfi.h).
 $(BUILD)/libddprof.so: $(LIB_OBJS) common/fork_child.ld
 	@echo "  LD      $@"
 	@$(CC) -shared -o $@ $(LIB_OBJS) $(FORK_LD) -Wl,-z,now -Wl,-z,noseparate-code -Wl,-z,nodelete \
@@ -196,15 +196,15 @@ unit: $(UNIT_BINS)
 TSAN_TESTS := test_stack_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
 	test_app_signals \
 	test_threads
-TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c common/own_stack.c agent/region.c \
-	agent/stack_trie.c agent/profile.c
+TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c common/own_stack.c agent/store/region.c \
+	agent/store/stack_trie.c agent/store/profile.c
 # The module map's publication and grace period (plus what modules.c calls).
-TSAN_MODULES := agent/modules.c agent/module_map.c agent/grace.c agent/cfi_table.c \
-	agent/cfi_find.c agent/cfi_parse.c agent/fork_local.c agent/elf_image.c \
-	agent/sampler.c agent/stack_bounds.c agent/stack_ranges.c \
-	agent/unwind_dwarf.c agent/thread_start.c agent/threads.c common/hashmap.c \
-	agent/cfi_cache.c agent/cfi_cache_file.c common/fs_util.c agent/boot_cfi.c agent/cfi_lookup.c \
-	agent/cfi_decode.c agent/app_signals.c agent/sandbox.c
+TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
+	agent/unwind/cfi_find.c agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
+	agent/sample/sampler.c agent/unwind/stack_bounds.c agent/unwind/stack_ranges.c \
+	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c common/hashmap.c \
+	agent/unwind/cfi_cache.c agent/unwind/cfi_cache_file.c common/fs_util.c agent/unwind/boot_cfi.c agent/unwind/cfi_lookup.c \
+	agent/unwind/cfi_decode.c agent/sample/app_signals.c agent/sample/sandbox.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
 	@set -e; for t in $(TSAN_TESTS); do \
@@ -348,7 +348,7 @@ bench: deps
 	@bash scripts/bench/run
 
 # What clang-format keeps in shape (make format rewrites, make guards checks).
-FORMAT_FILES := $(LIB_SRCS) $(wildcard */*.h) $(UNIT_SRCS) $(wildcard test/unit/*.h) \
+FORMAT_FILES := $(LIB_SRCS) $(wildcard */*.h agent/*/*.h) $(UNIT_SRCS) $(wildcard test/unit/*.h) \
 	$(WORKLOAD_SRCS) $(WORKLOAD_SPECIAL)
 
 format:

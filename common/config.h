@@ -57,7 +57,7 @@ struct config {
 	uint64_t upload_period_ns;	  /* DD_PROFILING_UPLOAD_PERIOD (s, decimals), >= 0.1 s */
 	char output_dir[CONFIG_PATH_MAX]; /* DD_PROFILING_OUTPUT_DIR, "" = no file export */
 	/* DD_PROFILING_UNWIND_CACHE_DIR ("" = off); unset: $XDG_CACHE_HOME/libddprof, else
-	 * $HOME/.cache/libddprof, else off (agent/cfi_cache.h). */
+	 * $HOME/.cache/libddprof, else off (agent/unwind/cfi_cache.h). */
 	char unwind_cache_dir[CONFIG_PATH_MAX];
 	uint64_t max_memory; /* DD_PROFILING_MAX_MEMORY, bytes; suffixes K, M, G (and KiB..) */
 	/* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else SIGPROF or a signo

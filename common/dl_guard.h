@@ -12,7 +12,7 @@
  * child in 2000 died in dwfl_begin, jumping to an unrelocated GOT slot). The libraries
  * are in the page cache after the first load, so the wait is the loader's memory work
  * (~1 ms); past 50 ms the fork goes ahead as it did before.
- * The lock lives on the fork-local page when there is one (agent/fork_local.h): the
+ * The lock lives on the fork-local page when there is one (agent/sample/fork_local.h): the
  * parent's unlock after fork copies no page.
  * Context: normal context only; never a signal handler.
  */

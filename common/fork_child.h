@@ -3,7 +3,7 @@
  *
  * Owns: two section attributes, nothing else (no includes: for common/ as for agent/).
  * A fork child pays for each page of ours it touches, so its path is packed on as few
- * pages as possible: see agent/fork_local.h for the fork-local page that goes with it.
+ * pages as possible: see agent/sample/fork_local.h for the fork-local page that goes with it.
  * Context: any.
  */
 #ifndef DDPROF_COMMON_FORK_CHILD_H

@@ -9,7 +9,7 @@
  * forked from a single-threaded master, which never creates a thread or loads a
  * library, calls accept, poll or read for each request). A program that computes and
  * calls none of these uploads at its exit only.
- * The same calls map memory a profile asked for (agent/profile.h) in a process whose
+ * The same calls map memory a profile asked for (agent/store/profile.h) in a process whose
  * thread has not started. Cost when nothing is pending: two relaxed loads per call. The thread is
  * not started from inside one of the application's signal handlers (read and write are
  * async-signal-safe, and a handler may interrupt any lock), nor in a thread under a
@@ -32,9 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/app_signals.h"
-#include "agent/sampler.h"
-#include "agent/sandbox.h"
+#include "agent/sample/app_signals.h"
+#include "agent/sample/sampler.h"
+#include "agent/sample/sandbox.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))

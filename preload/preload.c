@@ -21,17 +21,17 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "agent/app_signals.h"
-#include "agent/boot_cfi.h"
-#include "agent/cfi_cache.h"
-#include "agent/fork_local.h"
-#include "agent/modules.h"
-#include "agent/profile.h"
-#include "agent/sandbox.h"
-#include "agent/sampler.h"
-#include "agent/thread_start.h"
-#include "agent/threads.h"
-#include "agent/unwind.h"
+#include "agent/sample/app_signals.h"
+#include "agent/unwind/boot_cfi.h"
+#include "agent/unwind/cfi_cache.h"
+#include "agent/sample/fork_local.h"
+#include "agent/unwind/modules.h"
+#include "agent/store/profile.h"
+#include "agent/sample/sandbox.h"
+#include "agent/sample/sampler.h"
+#include "agent/sample/thread_start.h"
+#include "agent/sample/threads.h"
+#include "agent/unwind/unwind.h"
 #include "common/raw_syscall.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -46,7 +46,7 @@
 static struct config cfg;
 /* On the fork-local page when it has room: the signal handler writes the pair's
  * counters at every sample, and there the parent takes no copy-on-write fault after
- * a fork (agent/fork_local.h); a fork child finds it zero-filled. */
+ * a fork (agent/sample/fork_local.h); a fork child finds it zero-filled. */
 static struct profile_pair profiles_fallback;
 FORK_CHILD_DATA static struct profile_pair *profiles = &profiles_fallback; /* fork child reads */
 /* Set once the agent runs: new threads get timers from then on. Acquire/release pairs
@@ -103,7 +103,7 @@ __attribute__((section("ddprof_trampoline"))) static void *thread_trampoline(voi
 	memcpy(&start, p, sizeof(start));
 	thread_start_release(p);
 	/* Filters are inherited: a thread created under one makes no new kind of system
-	 * call for us either (agent/sandbox.h). */
+	 * call for us either (agent/sample/sandbox.h). */
 	if (start.sandboxed) {
 		sandbox_inherit();
 		sandbox_count_skip();
@@ -150,7 +150,7 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 	} else {
 		uploader_ensure_thread(); /* a fork child's deferred uploader thread */
 	}
-	/* No malloc: see agent/thread_start.h. */
+	/* No malloc: see agent/sample/thread_start.h. */
 	struct thread_start *s = thread_start_alloc();
 	if (!s)
 		return real(t, attr, fn, arg); /* unsampled rather than failing the app */
@@ -191,7 +191,7 @@ static bool kernel_restarts_fork(void)
 
 /* Just the sampling signal; set at start-up, read only after (a fork child calling
  * sigemptyset would fault in one more page of libc's code; on the page the child
- * touches anyway, agent/fork_local.h). */
+ * touches anyway, agent/sample/fork_local.h). */
 FORK_CHILD_DATA static sigset_t sampling_set;
 
 static void block_sampling_signal_if_needed(void)
@@ -285,7 +285,7 @@ FORK_CHILD_PATH static void atfork_child(void)
 	restore_signal_mask_child();
 	app_signals_after_fork_child(threads_fork_child_pid());
 	/* Last: from here on samples may land (see child_unblock). Not under a seccomp
-	 * filter: a timer is a new kind of system call (agent/sandbox.h). */
+	 * filter: a timer is a new kind of system call (agent/sample/sandbox.h). */
 	if (!sandbox_thread_active())
 		threads_atfork_child_arm();
 	else

@@ -3,7 +3,7 @@
  *
  * Owns: sigaction, signal, bsd_signal, sysv_signal (and __sysv_signal, which signal()
  * names under strict standards), sigset, sigignore and siginterrupt, each with the
- * semantics glibc gives it, on top of agent/app_signals.h, so that the application reads
+ * semantics glibc gives it, on top of agent/sample/app_signals.h, so that the application reads
  * and sets its own dispositions as if the profiler were not there (its handlers run
  * with its flags and masks; the sampling signal's action is virtual). glibc implements
  * each of these on its internal sigaction, which the public one would not see: hence
@@ -17,7 +17,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "agent/app_signals.h"
+#include "agent/sample/app_signals.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
 

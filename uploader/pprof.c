@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/threads.h"
-#include "agent/unwind.h"
+#include "agent/sample/threads.h"
+#include "agent/unwind/unwind.h"
 #include "common/clock.h"
 #include "common/hashmap.h"
 #include "common/log.h"

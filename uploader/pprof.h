@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/profile.h"
-#include "agent/symbolizer.h"
+#include "agent/store/profile.h"
+#include "agent/symbolize/symbolizer.h"
 #include "common/pb_writer.h"
 
 #define PPROF_COMMENTS_MAX 8

@@ -13,11 +13,11 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "agent/app_signals.h"
-#include "agent/modules.h"
-#include "agent/sampler.h"
-#include "agent/symbolizer.h"
-#include "agent/threads.h"
+#include "agent/sample/app_signals.h"
+#include "agent/unwind/modules.h"
+#include "agent/sample/sampler.h"
+#include "agent/symbolize/symbolizer.h"
+#include "agent/sample/threads.h"
 #include "common/clock.h"
 #include "common/fork_child.h"
 #include "common/log.h"
@@ -34,7 +34,7 @@ FORK_CHILD_DATA static uint64_t profiler_cpu_accounted;
 /* Profiles this process made: the first one's number is 0. */
 FORK_CHILD_DATA static uint64_t export_seq;
 
-/* Uploader thread: its CPU time since the last call (PC_PROFILER in agent/unwind.h). */
+/* Uploader thread: its CPU time since the last call (PC_PROFILER in agent/unwind/unwind.h). */
 static uint64_t take_profiler_cpu_ns(void)
 {
 	uint64_t now = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -65,7 +65,7 @@ static void build_comments(const struct config *up_cfg, struct pprof_meta *meta,
 /* Uploader thread: one swap, serialize, export. */
 
 /* Libraries dlclose'd since the last upload are gone from /proc/self/maps; their pcs
- * in this profile are still named from the file (agent/modules.c keeps the list). */
+ * in this profile are still named from the file (agent/unwind/modules.c keeps the list). */
 static void note_unloaded_modules(struct symbolizer *sym)
 {
 	struct retired_segment segs[32];
@@ -129,7 +129,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		symbolizer_refresh(ctx->sym);
 		/* The only profile of a process that lived briefly (a fork child, a shell
 		 * command): names without lines, so that its exit does not wait ~50 ms for
-		 * DWARF (agent/symbolizer.h). */
+		 * DWARF (agent/symbolize/symbolizer.h). */
 		symbolizer_set_names_only(ctx->sym, final && export_seq == 0 &&
 							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) <
 							    NAMES_ONLY_BELOW_NS);
@@ -139,7 +139,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
 		ctx->between_steps();
 		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
-		 * (agent/sym_dwarf.c), is given back after every profile: the
+		 * (agent/symbolize/sym_dwarf.c), is given back after every profile: the
 		 * pc cache answers what was named before, and only a cycle with new pcs
 		 * in a module opens it again (tens of ms, once a period). Kept, it would
 		 * cost every fork of the process a copy of its page tables (a fork after

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/profile.h"
+#include "agent/store/profile.h"
 #include "common/config.h"
 #include "common/pb_writer.h"
 #include "uploader/export_set.h"

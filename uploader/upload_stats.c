@@ -6,7 +6,7 @@
  */
 #include "upload_stats.h"
 
-#include "agent/fork_local.h"
+#include "agent/sample/fork_local.h"
 #include "common/log.h"
 
 /* A fork child resets them: on the page its handlers write anyway (fork_local.h). */

@@ -20,12 +20,12 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "agent/fork_local.h"
-#include "agent/dw_api.h"
-#include "agent/modules.h"
-#include "agent/sandbox.h"
-#include "agent/threads.h"
-#include "agent/sampler.h"
+#include "agent/sample/fork_local.h"
+#include "agent/symbolize/dw_api.h"
+#include "agent/unwind/modules.h"
+#include "agent/sample/sandbox.h"
+#include "agent/sample/threads.h"
+#include "agent/sample/sampler.h"
 #include "common/asan.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -58,8 +58,8 @@ struct control {
 	bool cycling;		  /* the thread is serializing or exporting (lock released) */
 	uint64_t flush_requested; /* generation counters */
 	uint64_t flush_completed;
-	bool modules_kick; /* modules_service has work (agent/modules.h) */
-	bool threads_kick; /* threads_service has work (agent/threads.h) */
+	bool modules_kick; /* modules_service has work (agent/unwind/modules.h) */
+	bool threads_kick; /* threads_service has work (agent/sample/threads.h) */
 	bool warm_asked;   /* this process forked: its first fork asked for upload_cycle_warm */
 	bool warm_kick;	   /* ... and the thread has not done it yet */
 	bool warming;	   /* the thread is in upload_cycle_warm (lock released) */
@@ -303,7 +303,7 @@ static void *uploader_main(void *arg)
 	 * upload's network waits too (service_while_busy). So do new threads' timers. */
 	modules_next = 0; /* asks modules_service when its work is due */
 	http_send_set_idle(service_while_busy);
-	/* New threads' timers are armed by this thread from now on (agent/threads.h). */
+	/* New threads' timers are armed by this thread from now on (agent/sample/threads.h). */
 	threads_next = UINT64_MAX;
 	threads_defer_arming(threads_wake);
 	pthread_mutex_lock(ctl.lock);
@@ -320,7 +320,7 @@ static void *uploader_main(void *arg)
 				continue;
 			}
 			/* Memory for the active profile, checked at each wake-up
-			 * (agent/profile.h); mapped without the lock. */
+			 * (agent/store/profile.h); mapped without the lock. */
 			if (profiles_room_wanted(up_profiles)) {
 				pthread_mutex_unlock(ctl.lock);
 				profiles_grow_if_needed(up_profiles);
@@ -405,7 +405,7 @@ static int spawn_thread(void)
 	/* Joinable: uploader_quiesce must know the thread is gone, its last system call
 	 * made. Otherwise it ends only with the process, which needs no join. */
 	/* A stack of ours (common/own_stack.h), of our size, not the application's
-	 * default (agent/modules.h). Not MADV_WIPEONFORK: a fork child reuses it as it
+	 * default (agent/unwind/modules.h). Not MADV_WIPEONFORK: a fork child reuses it as it
 	 * inherited it, a copy-on-write page for the descriptor, no zero-fill. */
 	int src = own_stack_attr(&ctl.stack, &attr, PROFILER_THREAD_STACK_BYTES);
 	if (src != 0) {
@@ -613,7 +613,7 @@ FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 FORK_CHILD_PATH void uploader_stop(void)
 {
 	/* exit() called from a thread the application created: its CPU since its last
-	 * sample goes into the final profile (agent/sampler.h). The main thread and a
+	 * sample goes into the final profile (agent/sample/sampler.h). The main thread and a
 	 * fork child keep whole-period weights and have nothing to add: their exit pays
 	 * no system call for it. */
 	/* Under a seccomp filter the exiting thread makes no new kind of system call: no

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/profile.h"
+#include "agent/store/profile.h"
 #include "common/config.h"
 
 /* The real pthread_create (the preload layer interposes the public one). */
@@ -46,7 +46,7 @@ struct uploader_stats {
 };
 
 /* Start-up, before the fork handlers are registered: moves the control lock, which fork
- * prepare takes, to the fork-local page (agent/fork_local.h). Idempotent. */
+ * prepare takes, to the fork-local page (agent/sample/fork_local.h). Idempotent. */
 void uploader_place_lock(void);
 
 /* The module registry's host (modules_set_host): wakes the uploader thread to run

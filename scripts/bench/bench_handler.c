@@ -7,7 +7,7 @@
  *   dwarf     DWARF CFI unwinder on the same code
  *   dwarf-nofp DWARF CFI unwinder on code built without frame pointers
  *   dwarf-nofp-no-table  the same before any table is built: every rule read from the
- *             modules' .eh_frame_hdr in memory (agent/boot_cfi.h), fewer samples
+ *             modules' .eh_frame_hdr in memory (agent/unwind/boot_cfi.h), fewer samples
  * and, as a reference, the kernel's own cost of delivering a signal to a no-op handler
  * (the same for every profiler). Each figure is the median of RUNS runs of ITERS
  * samples, taken in one process, one after another, so ratios compare like with like.
@@ -22,11 +22,11 @@
 #include <time.h>
 #include <ucontext.h>
 
-#include "agent/boot_cfi.h"
-#include "agent/modules.h"
-#include "agent/profile.h"
-#include "agent/stack_bounds.h"
-#include "agent/unwind.h"
+#include "agent/unwind/boot_cfi.h"
+#include "agent/unwind/modules.h"
+#include "agent/store/profile.h"
+#include "agent/unwind/stack_bounds.h"
+#include "agent/unwind/unwind.h"
 
 #define RUNS 7
 
@@ -139,12 +139,12 @@ int main(int argc, char **argv)
 	if (profiles_init(&pp, 64 << 20, 0) != 0)
 		return 1;
 	/* The ceiling mapped at once: the agent maps more only as its uploader thread,
-	 * which this benchmark does not run, sees the need (agent/profile.h). */
+	 * which this benchmark does not run, sees the need (agent/store/profile.h). */
 	for (int i = 0; i < 2; i++)
 		region_reserve(&pp.p[i].region, 64 << 20);
 	modules_init();
 	/* Before any table is built (a process whose uploader thread has not started yet,
-	 * agent/boot_cfi.h): the start-up modules' CFI read from memory at every frame. */
+	 * agent/unwind/boot_cfi.h): the start-up modules' CFI read from memory at every frame. */
 	static const int depths[] = {10, 100};
 	double boot[2], boot_fp[2];
 	uint32_t seen_boot[2];

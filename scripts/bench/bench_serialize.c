@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/profile.h"
-#include "agent/symbolizer.h"
+#include "agent/store/profile.h"
+#include "agent/symbolize/symbolizer.h"
 #include "uploader/pprof.h"
 
 #define RUNS 3
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 	if (profiles_init(&pp, CEILING, 0) != 0)
 		return 1;
 	/* The ceiling mapped at once: the agent maps more only as its uploader thread,
-	 * which this benchmark does not run, sees the need (agent/profile.h). */
+	 * which this benchmark does not run, sees the need (agent/store/profile.h). */
 	for (int i = 0; i < 2; i++)
 		region_reserve(&pp.p[i].region, CEILING);
 	uintptr_t lo = (uintptr_t)__executable_start, hi = (uintptr_t)etext;

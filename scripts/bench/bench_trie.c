@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/profile.h"
+#include "agent/store/profile.h"
 
 #define RUNS 5
 #define DEPTH 16  /* a typical native stack */
@@ -93,7 +93,7 @@ static double one_run(int threads, int mode)
 		exit(1);
 	}
 	/* The ceiling mapped at once: the agent maps more only as its uploader thread,
-	 * which this benchmark does not run, sees the need (agent/profile.h). */
+	 * which this benchmark does not run, sees the need (agent/store/profile.h). */
 	for (int i = 0; i < 2; i++)
 		region_reserve(&pp.p[i].region, CEILING);
 	pthread_t t[MAX_THREADS];

@@ -49,7 +49,7 @@ def handler_section(path):
            "unwinder on the same recursion built without frame pointers; "
            "`dwarf-nofp-no-table`: the same before any unwind table is built (a process "
            "whose profiler thread has not started yet), every frame's rule read from the "
-           "module's `.eh_frame_hdr` in memory (`agent/boot_cfi.c`; 4000 walks, ratio "
+           "module's `.eh_frame_hdr` in memory (`agent/unwind/boot_cfi.c`; 4000 walks, ratio "
            "against `fp` measured alongside). The kernel's "
            "signal delivery to a no-op handler is shown for scale (every profiler pays "
            "it). Target: < 2 us at depth 10 with DWARF.", ""]

@@ -1,6 +1,6 @@
 /*
  * fuzz_cfi_cache.c - libFuzzer target: unwind cache files, the bytes a process reads
- * from DD_PROFILING_UNWIND_CACHE_DIR (agent/cfi_cache_file.c).
+ * from DD_PROFILING_UNWIND_CACHE_DIR (agent/unwind/cfi_cache_file.c).
  *
  * Each input is a whole cache file. It is written to a memfd of ours, mode 0600, so the
  * checks on the descriptor pass as for a real file of this user, and goes through
@@ -16,8 +16,8 @@
  *
  * Build, from the repository's root:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
- *     test/fuzz/fuzz_cfi_cache.c agent/cfi_cache_file.c agent/cfi_table.c \
- *     agent/cfi_parse.c agent/cfi_decode.c agent/cfi_find.c agent/elf_image.c \
+ *     test/fuzz/fuzz_cfi_cache.c agent/unwind/cfi_cache_file.c agent/unwind/cfi_table.c \
+ *     agent/unwind/cfi_parse.c agent/unwind/cfi_decode.c agent/unwind/cfi_find.c agent/unwind/elf_image.c \
  *     common/fs_util.c common/mem_populate.c -lelf -ldl -lpthread -o fuzz_cfi_cache
  * Run: ./fuzz_cfi_cache -max_total_time=60 test/fuzz/corpus/cfi_cache/
  * (the seeds: test/fuzz/gen_cfi_cache_seeds.c).
@@ -31,8 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/cfi_cache_file.h"
-#include "agent/cfi_table.h"
+#include "agent/unwind/cfi_cache_file.h"
+#include "agent/unwind/cfi_table.h"
 
 #define MODULE "/lib/x86_64-linux-gnu/libc.so.6"
 #define MODULE_FALLBACK "/proc/self/exe"

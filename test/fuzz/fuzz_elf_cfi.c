@@ -1,16 +1,16 @@
 /*
  * fuzz_elf_cfi.c - libFuzzer target: ELF files and the call frame information in them,
- * the bytes of every module a profiled process loads (agent/elf_image.c, the CFI
- * decoder agent/cfi_decode.c shared by the table builder agent/cfi_parse.c +
- * cfi_table.c and the in-memory lookup agent/cfi_lookup.c, the symbolizer's ELF reader
- * agent/sym_elf.c).
+ * the bytes of every module a profiled process loads (agent/unwind/elf_image.c, the CFI
+ * decoder agent/unwind/cfi_decode.c shared by the table builder agent/unwind/cfi_parse.c +
+ * cfi_table.c and the in-memory lookup agent/unwind/cfi_lookup.c, the symbolizer's ELF reader
+ * agent/symbolize/sym_elf.c).
  *
  * Each input is one whole file, run through:
  *  1. the module registry's two ways to a table: cfi_table_build_elf on a file (a memfd
  *     of ours, through elf_image_open's mapping) and on an image in memory (the vdso's
  *     way, where ASan sees every byte past the input's end);
  *  2. the symbolizer's reads of the same file: build id, PT_LOADs, function symbols;
- *  3. the signal handler's lookup before tables exist (agent/boot_cfi.c): the file
+ *  3. the signal handler's lookup before tables exist (agent/unwind/boot_cfi.c): the file
  *     "loaded" as ld.so would (each PT_LOAD's bytes at its vaddr, the rest zero), the
  *     module found from its program headers (cfi_lookup_module_from_phdrs), then
  *     cfi_lookup_pc at every row's pc of the table of step 1 and at pcs taken from the
@@ -29,9 +29,9 @@
  * Build, from the repository's root (make fuzz does: it links every library source but
  * preload/ as one archive):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
- *     test/fuzz/fuzz_elf_cfi.c agent/elf_image.c agent/cfi_table.c agent/cfi_parse.c \
- *     agent/cfi_decode.c agent/cfi_find.c agent/cfi_lookup.c agent/sym_elf.c \
- *     agent/sym_table.c common/mem_populate.c -o fuzz_elf_cfi
+ *     test/fuzz/fuzz_elf_cfi.c agent/unwind/elf_image.c agent/unwind/cfi_table.c agent/unwind/cfi_parse.c \
+ *     agent/unwind/cfi_decode.c agent/unwind/cfi_find.c agent/unwind/cfi_lookup.c agent/symbolize/sym_elf.c \
+ *     agent/symbolize/sym_table.c common/mem_populate.c -o fuzz_elf_cfi
  * Run: ./fuzz_elf_cfi -max_total_time=60 test/fuzz/corpus/elf_cfi/
  */
 #include <elf.h>
@@ -44,11 +44,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "agent/cfi_lookup.h"
-#include "agent/cfi_table.h"
-#include "agent/elf_image.h"
-#include "agent/sym_elf.h"
-#include "agent/sym_table.h"
+#include "agent/unwind/cfi_lookup.h"
+#include "agent/unwind/cfi_table.h"
+#include "agent/unwind/elf_image.h"
+#include "agent/symbolize/sym_elf.h"
+#include "agent/symbolize/sym_table.h"
 
 /* Largest span of PT_LOADs "loaded" for step 3: real small modules span tens of KiB;
  * a hostile header asking for more is skipped rather than slowing every run. */

@@ -20,9 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/cfi_cache.h"
-#include "agent/cfi_cache_file.h"
-#include "agent/cfi_table.h"
+#include "agent/unwind/cfi_cache.h"
+#include "agent/unwind/cfi_cache_file.h"
+#include "agent/unwind/cfi_table.h"
 
 #define LIBM "/lib/x86_64-linux-gnu/libm.so.6"
 

@@ -138,7 +138,7 @@ def test_timers_deleted_when_threads_end(ctx):
     check(final == 1, "%d POSIX timers left after every thread ended, expected 1 (main)" % final)
     check(peak <= 9, "peak of %d timers with 8 threads + main alive" % peak)
     # Each thread lives >= 2 ms, past the 1 ms after which the profiler's thread arms
-    # its timer (agent/threads.h): nearly all get one.
+    # its timer (agent/sample/threads.h): nearly all get one.
     late = int(re.search(r"armed_late (-?\d+)", stdout).group(1))
     check(late >= 300, "only %d of 600 threads got a timer" % late)
     profs = dump(profile_files(out), stacks=True)
@@ -153,7 +153,7 @@ def test_timers_deleted_when_threads_end(ctx):
     # Each of the 600 threads burns >= 2 ms of CPU in churn_burn: >= 1.2 s in all. The
     # kernel checks CPU timers only at ticks (4 ms), so most of these threads end
     # before an expiry is delivered: each thread's CPU after its last sample (or all of
-    # it, without one) is added when it ends (agent/sampler.h). Before that, the
+    # it, without one) is added when it ends (agent/sample/sampler.h). Before that, the
     # profile held ~45% of the process's CPU; now all of it (the process CPU is read
     # before exit, the profile also holds the exit flush: a little above 1 is fine).
     check(burn >= 0.5 * 1.2e9, "churn_burn has %.3f s of cpu-time, expected >= 0.6 s"
@@ -205,7 +205,7 @@ def test_short_threads_make_no_timer(ctx):
     check(0 <= late <= 100, "%d of 2000 threads of 50 us got a timer" % late)
     check(peak <= 2 and final == 1, "timers: peak %d, final %d (main: 1)" % (peak, final))
     # Their CPU: each thread's end reads its CPU clock with probability lifetime /
-    # period (agent/sampler.h); about 300 reads at 1 kHz. What a thread spends after
+    # period (agent/sample/sampler.h); about 300 reads at 1 kHz. What a thread spends after
     # that read (glibc's and the kernel's exit) is not counted: a tenth of a 50 us
     # thread's CPU here, so 0.82 to 0.94 of the process's CPU over runs (0.80 to 0.87
     # before late timers). Without the end accounts it would be about 0.35.

@@ -81,7 +81,7 @@ def test_fork_copies_few_pages(ctx):
     arena...), and its parent at most 3 more per fork. Counted, not timed. The median:
     a child sampled right after the fork (a few in a hundred) starts its uploader and
     uploads, hundreds of faults, and the mean moved from +6 to +14 between runs."""
-    # The variables the fork handlers write share one page (agent/fork_local.h).
+    # The variables the fork handlers write share one page (agent/sample/fork_local.h).
     sec = re.search(r"ddprof_fork_data\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)",
                     subprocess.run(["readelf", "-SW", LIB], stdout=subprocess.PIPE,
                                    check=True).stdout.decode())

@@ -1,7 +1,7 @@
 """Do no harm: what the host gives the agent (files, environment) may be hostile or
 wrong, and the program under it must run as it would without the agent.
 
-Unwind cache files are untrusted input (agent/cfi_cache_file.h): a directory holding a
+Unwind cache files are untrusted input (agent/unwind/cfi_cache_file.h): a directory holding a
 huge sparse file, a symbolic link, a FIFO and another user's file under the names of
 the program's own modules must cost the program neither memory nor its profile.
 """
@@ -14,7 +14,7 @@ import time
 from itest import CACHE_HOME, LIB, WORKLOADS, check, dump, profile_files
 from tests_unwind import stack_shares, top_outer
 
-# struct cfi_cache_header (agent/cfi_cache_file.h): magic, version, row size, the key
+# struct cfi_cache_header (agent/unwind/cfi_cache_file.h): magic, version, row size, the key
 # (dev, ino, size, mtime_ns, ctime_ns, path hash), base, nrows, then four uint32.
 HEADER = struct.Struct("<8sII6QQQIIII")
 HEADER_BYTES = 4096
@@ -41,7 +41,7 @@ def fnv1a(data, h=FNV_INIT):
 
 
 def cache_name(path):
-    """The cache file name of the module at path (agent/cfi_cache.c file_name)."""
+    """The cache file name of the module at path (agent/unwind/cfi_cache.c file_name)."""
     st = os.stat(path)
     key = struct.pack("<6Q", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
                       st.st_ctime_ns, fnv1a(path.encode()))

@@ -23,7 +23,7 @@ DEFAULT_MEMLOCK = 8 << 20
 NOBODY = 65534
 # glibc reserves each thread arena's heap as 64 MiB (HEAP_MAX_SIZE) aligned to 64 MiB.
 ARENA_BYTES = 64 << 20
-# PROFILER_THREAD_STACK_BYTES (agent/modules.h): the profiler thread's stack.
+# PROFILER_THREAD_STACK_BYTES (agent/unwind/modules.h): the profiler thread's stack.
 THREAD_STACK_BYTES = 8 << 20
 PAGE = 4096
 

@@ -155,7 +155,7 @@ def test_unwind_tables_are_loaded_from_the_cache_the_second_time(ctx):
     for i in range(2):
         out = os.path.join(ctx.dir, "out%d" % i)
         rc, stdout, stderr, cpu, wall = run_profiled(
-            # Longer than the second the first scan waits (agent/modules.c).
+            # Longer than the second the first scan waits (agent/unwind/modules.c).
             [os.path.join(WORKLOADS, "omitfp_threads"), "2", "1.4"],
             {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
              "DD_PROFILING_LOG_LEVEL": "debug", "DD_PROFILING_UNWIND_CACHE_DIR": cache})
@@ -318,7 +318,7 @@ def test_uploader_thread_starts_at_the_first_need(ctx):
     sample never has it (/bin/true's start-up). A single-threaded program that computes
     and calls nothing keeps its one thread: its profile comes at its exit, whole and
     rooted (before any table is built, walks read the start-up modules' CFI in memory:
-    agent/boot_cfi.h). The same program polling between batches of work, as an event
+    agent/unwind/boot_cfi.h). The same program polling between batches of work, as an event
     loop does, starts the thread at its first poll after a sample and uploads every
     period."""
     prog = os.path.join(WORKLOADS, "omitfp_threads")

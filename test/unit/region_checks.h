@@ -6,7 +6,7 @@
  */
 #ifndef DDPROF_TEST_UNIT_REGION_CHECKS_H
 #define DDPROF_TEST_UNIT_REGION_CHECKS_H
-#include "agent/region.h"
+#include "agent/store/region.h"
 
 #include <check.h>
 #include <stdint.h>

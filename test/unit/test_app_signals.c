@@ -1,5 +1,5 @@
 /*
- * test_app_signals.c - the application's signal dispositions (agent/app_signals.c).
+ * test_app_signals.c - the application's signal dispositions (agent/sample/app_signals.c).
  *
  * A stand-in sampler owns SIGPROF here: signals from a POSIX timer (SI_TIMER) are "ours"
  * and counted, any other is given to the application's action, as the real sampler
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/app_signals.h"
+#include "agent/sample/app_signals.h"
 #include "check_run.h"
 
 static _Atomic int ours;

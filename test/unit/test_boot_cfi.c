@@ -1,5 +1,5 @@
 /*
- * test_boot_cfi.c - the start-up modules' CFI list (agent/boot_cfi.h).
+ * test_boot_cfi.c - the start-up modules' CFI list (agent/unwind/boot_cfi.h).
  *
  * The list covers the modules the program loaded at start-up (the executable's
  * DT_NEEDED closure: libc, ld.so, libcheck, ...) and gives rows for nearly all of
@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/boot_cfi.h"
-#include "agent/cfi_table.h"
+#include "agent/unwind/boot_cfi.h"
+#include "agent/unwind/cfi_table.h"
 #include "check_run.h"
 
 static const char *churn_lib(void)

@@ -1,11 +1,11 @@
 /*
- * test_cfi_cache.c - unit tests of agent/cfi_cache.c: unwind tables kept on disk.
+ * test_cfi_cache.c - unit tests of agent/unwind/cfi_cache.c: unwind tables kept on disk.
  *
  * A table stored and loaded again must answer every lookup as the built one does; a
  * file changed since, a cache file that is not ours, writable by others, truncated or
  * with a page index pointing past the rows must be refused (counted), never mapped;
  * small tables are not kept, and a cache that cannot be written is counted, not fatal.
- * Hostile files (agent/cfi_cache_file.h): a header claiming a huge table, rows of
+ * Hostile files (agent/unwind/cfi_cache_file.h): a header claiming a huge table, rows of
  * zeros, a link, a FIFO, a directory that is a link or not ours: refused before the
  * process spends memory on them (its peak RSS is measured), counted, one warning.
  */
@@ -22,9 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/cfi_cache.h"
-#include "agent/cfi_cache_file.h"
-#include "agent/cfi_table.h"
+#include "agent/unwind/cfi_cache.h"
+#include "agent/unwind/cfi_cache_file.h"
+#include "agent/unwind/cfi_table.h"
 #include "check_run.h"
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"

@@ -32,9 +32,9 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent/cfi_lookup.h"
-#include "agent/cfi_table.h"
-#include "agent/elf_image.h"
+#include "agent/unwind/cfi_lookup.h"
+#include "agent/unwind/cfi_table.h"
+#include "agent/unwind/elf_image.h"
 #include "check_run.h"
 
 struct mod {

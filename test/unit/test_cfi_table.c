@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/cfi_decode.h"
-#include "agent/cfi_table.h"
+#include "agent/unwind/cfi_decode.h"
+#include "agent/unwind/cfi_table.h"
 #include "check_run.h"
 
 /* ---------------------------------------------------------------- readelf oracle */

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "check_run.h"
-#include "agent/dw_api.h"
+#include "agent/symbolize/dw_api.h"
 #include "common/asan.h"
 #include "common/dl_guard.h"
 #include "common/z_api.h"

@@ -1,5 +1,5 @@
 /*
- * test_elf_image.c - unit tests of agent/elf_image.c: ELF headers and sections
+ * test_elf_image.c - unit tests of agent/unwind/elf_image.c: ELF headers and sections
  * without libelf.
  *
  * Against libelf on real files (libc, ld.so, this test program): every section's
@@ -9,7 +9,7 @@
  * bytes (asserted, and every page of each is read), and non-ELF, ELF32 and
  * wrong-machine files are refused, as are header tables at misaligned offsets.
  */
-#include "agent/elf_image.h"
+#include "agent/unwind/elf_image.h"
 
 #include <check.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_fork_local.c - unit tests of agent/fork_local.c: the page a fork child does not
+ * test_fork_local.c - unit tests of agent/sample/fork_local.c: the page a fork child does not
  * share with its parent.
  *
  * What the fork handlers rely on: blocks are zeroed, aligned, disjoint and bounded by
@@ -8,7 +8,7 @@
  * takes no copy-on-write fault on the fork-local page, where it does on ordinary
  * memory (counted with getrusage's minor faults, not timed).
  */
-#include "agent/fork_local.h"
+#include "agent/sample/fork_local.h"
 
 #include <check.h>
 

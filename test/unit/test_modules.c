@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/modules.h"
+#include "agent/unwind/modules.h"
 #include "check_run.h"
 #include "common/asan.h"
 

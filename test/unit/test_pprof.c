@@ -11,9 +11,9 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "agent/profile.h"
-#include "agent/symbolizer.h"
-#include "agent/unwind.h"
+#include "agent/store/profile.h"
+#include "agent/symbolize/symbolizer.h"
+#include "agent/unwind/unwind.h"
 #include "test/tools/pprof_reader.h"
 #include "uploader/pprof.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_profile_swap.c - unit tests of agent/profile.c: the red/black profile pair.
+ * test_profile_swap.c - unit tests of agent/store/profile.c: the red/black profile pair.
  *
  * The invariant under test: a sample recorded by profiles_record lands in exactly one
  * profile that profiles_swap later returns, after every writer left it. WRITERS threads
@@ -12,8 +12,8 @@
  * waiting for writers, reset, the fork reinit, and the profiles' memory: what one
  * records before any growth, growth on demand, the next profile mapped at a swap.
  */
-#include "agent/profile.h"
-#include "agent/fork_local.h"
+#include "agent/store/profile.h"
+#include "agent/sample/fork_local.h"
 
 #include <check.h>
 

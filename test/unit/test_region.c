@@ -1,5 +1,5 @@
 /*
- * test_region.c - unit tests of agent/region.c: the lock-free bump allocator over chunks
+ * test_region.c - unit tests of agent/store/region.c: the lock-free bump allocator over chunks
  * mapped on demand, single-threaded (test_region_stress.c: many threads, and fork).
  *
  * Alignment, zeroed and disjoint blocks, the ceiling to the byte (in one chunk and

@@ -1,5 +1,5 @@
 /*
- * test_region_stress.c - agent/region.c under many threads, and across fork (the
+ * test_region_stress.c - agent/store/region.c under many threads, and across fork (the
  * single-threaded behaviour is test_region.c's).
  *
  * THREADS threads allocate small blocks, stamping every block with their id, until the

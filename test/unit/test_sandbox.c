@@ -1,6 +1,6 @@
 /*
  * test_sandbox.c - what the application's seccomp filters leave the profiler
- * (agent/sandbox.c): a filter installed by one thread covers it and the threads it
+ * (agent/sample/sandbox.c): a filter installed by one thread covers it and the threads it
  * creates afterwards (sandbox_inherit), not the other threads; one for every thread
  * (TSYNC) covers all; the thread's id is cached before the filter, so the sampling
  * handler needs no gettid under it; skips are counted. A real filter is
@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/sampler.h"
-#include "agent/sandbox.h"
-#include "agent/unwind.h"
+#include "agent/sample/sampler.h"
+#include "agent/sample/sandbox.h"
+#include "agent/unwind/unwind.h"
 #include "check_run.h"
 
 static _Atomic int other_active = -1;

@@ -1,6 +1,6 @@
 /*
  * test_stack_bounds.c - a thread's stack bounds from its descriptor and requested size
- * (agent/stack_bounds.c), against pthread_getattr_np.
+ * (agent/unwind/stack_bounds.c), against pthread_getattr_np.
  *
  * For threads with glibc-allocated stacks of several sizes and with a stack the
  * application provides: the bounds must lie inside the real stack (every byte between
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "agent/stack_bounds.h"
+#include "agent/unwind/stack_bounds.h"
 #include "check_run.h"
 
 struct probe {

@@ -1,5 +1,5 @@
 /*
- * test_stack_trie.c - unit tests of agent/stack_trie.c: the lock-free hash-trie.
+ * test_stack_trie.c - unit tests of agent/store/stack_trie.c: the lock-free hash-trie.
  *
  * Single-threaded: one stable node (pointer and id) per key, keys that differ in one
  * field only, foreach visiting every node once, reset, a deep trie of many stacks,
@@ -8,7 +8,7 @@
  * exact counters), and disjoint stacks (all found afterwards) while a reader walks the
  * trie (it must only see complete nodes).
  */
-#include "agent/stack_trie.h"
+#include "agent/store/stack_trie.h"
 #include "common/hash.h"
 
 #include <check.h>

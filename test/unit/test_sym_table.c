@@ -1,5 +1,5 @@
 /*
- * test_sym_table.c - the sorted symbol table (agent/sym_table.c): one entry per address,
+ * test_sym_table.c - the sorted symbol table (agent/symbolize/sym_table.c): one entry per address,
  * the alias sym_table.h documents, lookups by address, and a sort that stays
  * O(n log n) on tables built to defeat quicksort.
  *
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/sym_table.h"
+#include "agent/symbolize/sym_table.h"
 #include "check_run.h"
 
 struct ref {

@@ -28,10 +28,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/dw_api.h"
-#include "agent/sym_demangle.h"
-#include "agent/sym_elf.h"
-#include "agent/symbolizer.h"
+#include "agent/symbolize/dw_api.h"
+#include "agent/symbolize/sym_demangle.h"
+#include "agent/symbolize/sym_elf.h"
+#include "agent/symbolize/symbolizer.h"
 
 /* Far from the executable, the heap and the mmap area: free for noted mappings. */
 #define FAKE_BASE ((uintptr_t)0x100000000000)
@@ -397,7 +397,7 @@ static void check_fixture_lines(const char *lib)
 
 START_TEST(test_small_compressed_dwarf_gives_lines)
 {
-	/* Under the decompression budget (agent/sym_dwarf.c). */
+	/* Under the decompression budget (agent/symbolize/sym_dwarf.c). */
 	check_fixture_lines("libsymfix_gz.so");
 }
 END_TEST
@@ -505,7 +505,7 @@ START_TEST(test_libc_thread_roots_are_named_with_libc6_dbg)
 		if (strcmp(f->function, "start_thread") == 0) {
 			start_thread = true;
 			/* libc6-dbg's DWARF is ~10 MB once decompressed, over the budget
-			 * (agent/sym_dwarf.c): names from its symbol table, no lines. */
+			 * (agent/symbolize/sym_dwarf.c): names from its symbol table, no lines. */
 			ck_assert_ptr_null(f->file);
 			ck_assert_int_eq(f->line, 0);
 		}

@@ -1,5 +1,5 @@
 /*
- * test_thread_start.c - the pool of thread start records (agent/thread_start.c).
+ * test_thread_start.c - the pool of thread start records (agent/sample/thread_start.c).
  *
  * Stress: 8 threads take and give back records 200k times each, writing their own id
  * into the record and checking it after a pause: a record handed to two holders at once
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/thread_start.h"
+#include "agent/sample/thread_start.h"
 #include "common/asan.h"
 #include "check_run.h"
 

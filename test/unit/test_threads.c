@@ -1,6 +1,6 @@
 /*
  * test_threads.c - the thread registry and the CPU a thread is credited with at its end
- * (agent/threads.c, sampler_thread_end in agent/sampler.c).
+ * (agent/sample/threads.c, sampler_thread_end in agent/sample/sampler.c).
  *
  * - Exact end: threads sampled at 100 Hz burn 25, 33 and 47 ms of CPU; the profile must
  *   credit each with its CPU clock within 0.3 ms. Whole-period weights alone are off by
@@ -33,11 +33,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/modules.h"
-#include "agent/profile.h"
-#include "agent/sampler.h"
-#include "agent/threads.h"
-#include "agent/unwind.h"
+#include "agent/unwind/modules.h"
+#include "agent/store/profile.h"
+#include "agent/sample/sampler.h"
+#include "agent/sample/threads.h"
+#include "agent/unwind/unwind.h"
 #include "check_run.h"
 
 #define MS 1000000ULL

@@ -22,10 +22,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent/boot_cfi.h"
-#include "agent/modules.h"
-#include "agent/stack_bounds.h"
-#include "agent/unwind.h"
+#include "agent/unwind/boot_cfi.h"
+#include "agent/unwind/modules.h"
+#include "agent/unwind/stack_bounds.h"
+#include "agent/unwind/unwind.h"
 #include "check_run.h"
 
 static uintptr_t pcs[UNWIND_MAX_DEPTH];

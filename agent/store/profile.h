@@ -1,0 +1,139 @@
+/*
+ * profile.h - the red/black pair of profiles the signal handler writes into.
+ *
+ * Owns: two profiles (region + stack trie + totals) and which one is active.
+ *  - profiles_record (signal handler) enters the active profile by incrementing its
+ *    writer count, re-checks that it is still active, inserts, and leaves.
+ *  - profiles_swap (uploader) flips the active index, then waits until the old
+ *    profile's writer count is zero. From then on no handler can be inside it, so it
+ *    can be serialized and reset without locks (invariant 3: nothing lost, nothing
+ *    counted twice).
+ *  - The enter/re-check on one side and flip/wait on the other form a Dekker pair;
+ *    all four accesses are seq_cst so at least one side sees the other.
+ *  - Each profile's memory is a region of chunks mapped on demand (agent/store/region.h): the
+ *    handler never maps; profiles_grow_if_needed maps more for the active profile when
+ *    the handler asked for it, from normal context (the uploader thread at each of its
+ *    wake-ups, at least every 2 s while it runs). Until then, or in a process whose
+ *    uploader thread has not started, new stacks past the mapped room are dropped and
+ *    counted like those past the ceiling.
+ * Context: record from signal handlers; swap/reset from the uploader thread;
+ * profiles_grow_if_needed from any thread in normal context; init and
+ * profiles_reinit_after_fork from the constructor / the fork child (single-threaded).
+ */
+#ifndef DDPROF_AGENT_PROFILE_H
+#define DDPROF_AGENT_PROFILE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/store/region.h"
+#include "agent/store/stack_trie.h"
+
+struct profile {
+	struct region region;
+	struct stack_trie trie;
+	_Atomic uint32_t writers; /* handlers inside this profile right now */
+	_Atomic uint64_t samples; /* recorded, including dropped */
+	_Atomic uint64_t cpu_ns;
+	_Atomic uint64_t dropped_samples; /* new stacks refused past the ceiling */
+	_Atomic uint64_t dropped_cpu_ns;
+	uint64_t start_ns; /* CLOCK_REALTIME when it became active; set before the flip */
+};
+
+struct profile_pair {
+	struct profile p[2];
+	_Atomic unsigned active; /* index into p */
+	/* profiles_note_startup: written by the constructor before the uploader thread
+	 * exists (its creation orders the write before that thread's reads), then by
+	 * that thread only; zero in a fork child. */
+	uint64_t startup_cpu_ns;
+	int32_t startup_tid;
+};
+
+/*
+ * Bytes each profile has mapped from the start, before any growth: what a process
+ * whose uploader thread never runs until its exit records into (a single-threaded
+ * program that computes and calls nothing), ~3000 distinct stacks of 30 frames (a
+ * node is 72 bytes plus 8 per frame). Small against RLIMIT_MEMLOCK's default of 8 MiB,
+ * which an ordinary user's mlockall(MCL_CURRENT) compares with the whole address space
+ * (a small C program maps ~2.5 MiB), and against what mlockall locks.
+ */
+#define PROFILE_FIRST_CHUNK ((size_t)1 << 20)
+
+/* Maps the first chunk of both profiles; ceiling bounds each. 0 or negative errno
+ * (-EBUSY: another pair is live; there is one per process, see profiles_destroy). */
+int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns);
+/* Unmaps both profiles; profiles_init may be called again. */
+void profiles_destroy(struct profile_pair *pp);
+
+/* async-signal-safe, lock-free. Adds one sample of weight cpu_ns for (tid, pcs). */
+void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
+		     uint64_t cpu_ns);
+/* async-signal-safe, lock-free. The same with a sample count of its own: 0 for CPU a
+ * thread used after its last sample (added at its end, agent/sample/sampler.h). */
+void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
+		       uint32_t samples, uint64_t cpu_ns);
+
+/*
+ * Normal context, any thread: maps more memory for the active profile when its handler
+ * asked for room (region_wants_room), keeping a third of what it has mapped ahead of
+ * what it uses. Cheap when nothing is needed (a few loads, no system call), so it can be
+ * called from any normal-context hook; a fork child's pair not used yet is left
+ * untouched. 0 or mmap's negative errno.
+ */
+int profiles_grow_if_needed(struct profile_pair *pp);
+/* Whether profiles_grow_if_needed has something to do (a hint: relaxed loads). */
+bool profiles_room_wanted(struct profile_pair *pp);
+
+/*
+ * Makes the other profile active (its start_ns = now_ns) and returns the previously
+ * active one once no handler is inside it. The caller serializes it, then calls
+ * profile_reset before the next swap. Only one thread may swap. Before the flip, the
+ * next profile gets as much memory mapped as the active one used.
+ */
+struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns);
+
+/* Whether p holds a sample or CPU time (the end of a thread is CPU without a sample).
+ * Relaxed reads. */
+static inline bool profile_has_data(struct profile *p)
+{
+	return atomic_load_explicit(&p->samples, memory_order_relaxed) != 0 ||
+	       atomic_load_explicit(&p->cpu_ns, memory_order_relaxed) != 0;
+}
+
+/* True when neither profile holds a sample or CPU time (relaxed reads: a sample racing with the
+ * call may or may not be seen). Any thread. */
+bool profiles_empty(struct profile_pair *pp);
+
+/* Constructor: the main thread (tid) had used cpu_ns of CPU when its timer was armed
+ * (the exec, the dynamic loader, earlier constructors). The first profile with samples
+ * carries it as "[start-up]" (profiles_take_startup, uploader thread); a process never
+ * sampled writes no profile for it, and a fork child does not carry its parent's. */
+void profiles_note_startup(struct profile_pair *pp, int32_t tid, uint64_t cpu_ns);
+/* Uploader thread: the noted start-up CPU (0 when none or already taken) and its tid. */
+uint64_t profiles_take_startup(struct profile_pair *pp, int32_t *tid);
+
+/* The active profile, for reading its counters (diagnostics). */
+struct profile *profiles_active(struct profile_pair *pp);
+
+/* p's start (CLOCK_REALTIME). A fork child's first profile starts at 0 (its fork
+ * handler reads no clock): it gets the process's start time, within a clock tick
+ * (common/process_start.h). Uploader thread only (it reads /proc; it is the only
+ * writer of start_ns besides the fork handler). */
+uint64_t profile_start_ns(struct profile *p);
+/* Sets p's start to ns if it has none yet. Uploader thread only. */
+void profile_start_if_unset(struct profile *p, uint64_t ns);
+
+/* Empties p, and unmaps the chunks of its memory that its period did not reach.
+ * Precondition: p is not active and no handler is inside it. */
+void profile_reset(struct profile *p);
+
+/* In a fork child: handlers that were inside a profile in other parent threads no
+ * longer exist; forget both profiles' contents and writer counts. A pair on the
+ * fork-local page (zero-filled in the child) is only marked: the first call of any
+ * function above sets it up (the handler's too), so that a child that never uses it
+ * never touches its page. */
+void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns);
+
+#endif

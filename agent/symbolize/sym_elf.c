@@ -1,0 +1,146 @@
+/*
+ * sym_elf.c - ELF facts and symbol tables of a module file (see sym_elf.h).
+ *
+ * Context: uploader thread. The headers come through elf_image.c, which checks every
+ * table against the file's bytes; what is read from section data here (notes,
+ * symbols, their names) is checked against that section's size.
+ * No libelf: the module thread's elf_image.c already reads these headers, and a
+ * process that never loads libdw then never maps libelf either.
+ */
+#include "agent/symbolize/sym_elf.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/unwind/elf_image.h"
+
+#define NT_GNU_BUILD_ID_TYPE 3
+#define GNU_NOTE_NAME "GNU"
+#define GNU_NOTE_NAMESZ 4 /* "GNU" and its NUL */
+
+#define NOTE_ALIGN(x) (((x) + 3) & ~(size_t)3)
+
+static void read_build_id(const struct elf_image *im, struct sym_elf_info *out)
+{
+	size_t n = elf_image_nsections(im);
+	for (size_t i = 1; i < n; i++) {
+		struct elf_section sec;
+		if (!elf_image_section_at(im, i, &sec) || sec.type != SHT_NOTE)
+			continue;
+		size_t off = 0;
+		while (sec.len - off >= sizeof(Elf64_Nhdr)) {
+			Elf64_Nhdr nh;
+			memcpy(&nh, sec.data + off, sizeof(nh));
+			size_t name_off = off + sizeof(nh);
+			if (NOTE_ALIGN(nh.n_namesz) > sec.len - name_off)
+				break;
+			size_t desc_off = name_off + NOTE_ALIGN(nh.n_namesz);
+			if (nh.n_descsz > sec.len - desc_off)
+				break;
+			if (nh.n_type == NT_GNU_BUILD_ID_TYPE && nh.n_namesz == GNU_NOTE_NAMESZ &&
+			    memcmp(sec.data + name_off, GNU_NOTE_NAME, GNU_NOTE_NAMESZ) == 0) {
+				size_t k = nh.n_descsz < SYM_ELF_BUILD_ID_MAX
+					       ? nh.n_descsz
+					       : SYM_ELF_BUILD_ID_MAX;
+				for (size_t b = 0; b < k; b++)
+					snprintf(out->build_id + 2 * b, 3, "%02x",
+						 sec.data[desc_off + b]);
+				return;
+			}
+			if (NOTE_ALIGN(nh.n_descsz) > sec.len - desc_off)
+				break;
+			off = desc_off + NOTE_ALIGN(nh.n_descsz);
+		}
+	}
+}
+
+static int read_info(const char *path, const void *image, size_t size, struct sym_elf_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct elf_image im;
+	int rc = elf_image_load(&im, path, image, size, EM_X86_64);
+	if (rc < 0)
+		return rc;
+	const Elf64_Ehdr *eh = elf_image_ehdr(&im);
+	out->entry = eh->e_entry;
+	out->is_program = eh->e_type == ET_EXEC;
+	size_t nph;
+	const Elf64_Phdr *ph = elf_image_phdrs(&im, &nph);
+	for (size_t i = 0; i < nph; i++) {
+		if (ph[i].p_type == PT_INTERP)
+			out->is_program = true;
+		if (ph[i].p_type == PT_LOAD && out->nloads < SYM_ELF_MAX_LOADS)
+			out->loads[out->nloads++] =
+			    (struct sym_elf_load){ph[i].p_offset, ph[i].p_vaddr, ph[i].p_filesz};
+	}
+	rc = out->nloads == 0 ? -EINVAL : 0; /* nothing of it can be mapped: not a module */
+	read_build_id(&im, out);
+	elf_image_close(&im);
+	return rc;
+}
+
+/* Adds the function symbols of one symbol table section. */
+static int read_symtab(struct sym_table *t, const struct elf_image *im,
+		       const struct elf_section *sec)
+{
+	struct elf_section strs;
+	if (sec->entsize != sizeof(Elf64_Sym) || !elf_image_section_at(im, sec->link, &strs))
+		return 0;
+	size_t count = sec->len / sizeof(Elf64_Sym);
+	for (size_t i = 0; i < count; i++) {
+		Elf64_Sym sym;
+		memcpy(&sym, sec->data + i * sizeof(sym), sizeof(sym));
+		int type = ELF64_ST_TYPE(sym.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF)
+			continue;
+		/* The name must end inside the string table. */
+		const char *name = NULL;
+		if (sym.st_name < strs.len &&
+		    memchr(strs.data + sym.st_name, '\0', strs.len - sym.st_name))
+			name = (const char *)strs.data + sym.st_name;
+		int rc = sym_table_add(t, sym.st_value, sym.st_size, name,
+				       ELF64_ST_BIND(sym.st_info) != STB_LOCAL);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int sym_elf_read_info(const char *path, struct sym_elf_info *out)
+{
+	return read_info(path, NULL, 0, out);
+}
+
+int sym_elf_read_info_mem(const void *image, size_t size, struct sym_elf_info *out)
+{
+	return read_info(NULL, image, size, out);
+}
+
+static int read_symbols(const char *path, const void *image, size_t size, struct sym_table *t)
+{
+	struct elf_image im;
+	int rc = elf_image_load(&im, path, image, size, EM_X86_64);
+	if (rc < 0)
+		return rc;
+	size_t n = elf_image_nsections(&im);
+	for (size_t i = 1; rc == 0 && i < n; i++) {
+		struct elf_section sec;
+		if (elf_image_section_at(&im, i, &sec) &&
+		    (sec.type == SHT_SYMTAB || sec.type == SHT_DYNSYM))
+			rc = read_symtab(t, &im, &sec);
+	}
+	elf_image_close(&im);
+	return rc;
+}
+
+int sym_elf_read_symbols(const char *path, struct sym_table *t)
+{
+	return read_symbols(path, NULL, 0, t);
+}
+
+int sym_elf_read_symbols_mem(const void *image, size_t size, struct sym_table *t)
+{
+	return read_symbols(NULL, image, size, t);
+}

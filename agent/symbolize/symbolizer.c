@@ -1,0 +1,560 @@
+/*
+ * symbolizer.c - mappings, modules and the pc -> frames path (see symbolizer.h).
+ *
+ * Context: uploader thread only. The parts live in their own modules: sym_elf (libelf:
+ * segments, build id, entry, fallback symbols), sym_table (sorted symbols), sym_dwarf
+ * (libdwfl sessions: debug-file symbols, inlined frames, lines), sym_cache (pc ->
+ * frames), sym_demangle (C++), dw_api (the dlopen'd libdw). This file ties them:
+ *
+ *   pc -> mapping (binary search) -> module + file virtual address
+ *      -> module cache hit: done
+ *      -> miss: DWARF frames (if libdw) + symbol-table name of the function holding the
+ *         code + the _start rule + demangling -> cached, even when nothing was found.
+ *
+ * Address translation: a mapping at `start` shows file offset `offset`; the PT_LOAD
+ * segment holding that offset maps file offset p_offset to vaddr p_vaddr, so
+ *     vaddr(pc) = pc - start + offset - p_offset + p_vaddr.
+ *
+ * Naming the function that holds the code (the last frame): the symbol table first
+ * (the linker's name, which perf, nm and symbol servers show; one per address, see
+ * sym_table.h), else DWARF's subprogram, else the entry rule. Inlined frames can only
+ * come from DWARF. A frame list is either all named or empty: a pc nothing names keeps
+ * only its mapping and address in the profile (pprof consumers show module+offset and
+ * can symbolize it later from the build id).
+ *
+ * The entry rule: in a program (ET_EXEC, or PIE with PT_INTERP), an address in
+ * [e_entry, e_entry + ENTRY_CODE_MAX) that no sized symbol and no DWARF subprogram
+ * covers is "_start". Stripped programs keep no symbol for their entry code, yet every
+ * main-thread stack ends there (the return address of its call to __libc_start_main).
+ * glibc's x86-64 crt1 _start is 34 bytes; the window is a little larger for other
+ * crt1 variants, and reaches into the next function only when that one is unnamed too.
+ *
+ * The vdso has no file: its module is read from the image mapped in this process.
+ */
+#include "agent/symbolize/symbolizer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "agent/symbolize/dw_api.h"
+#include "agent/symbolize/sym_cache.h"
+#include "agent/symbolize/sym_demangle.h"
+#include "agent/symbolize/sym_dwarf.h"
+#include "agent/symbolize/sym_elf.h"
+#include "agent/symbolize/sym_table.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#define ENTRY_CODE_MAX 64 /* bytes of entry code named _start (see above) */
+#define START_NAME "_start"
+/* A libdwfl session unused for this many refreshes is ended (its DWARF data and
+ * mmaps freed); the next miss in its module reopens it. */
+#define DWFL_IDLE_REFRESHES 4
+/* A module neither mapped nor noted for this many refreshes is forgotten. */
+#define MODULE_IDLE_REFRESHES 16
+#define MAPS_LINE_MAX (4096 + 128) /* PATH_MAX plus the fields before the path */
+#define VDSO_NAME "[vdso]"
+
+struct module {
+	char *path;
+	unsigned long inode;
+	const void *image; /* the vdso: read from this process's memory, not a file */
+	size_t image_size;
+	struct sym_elf_info elf;
+	bool symbols_read;
+	struct sym_table syms;
+	struct sym_dwarf *dw; /* NULL: not opened yet, ended while idle, or failed */
+	bool dw_failed;	      /* libdwfl cannot read the file: symbols from libelf, no retry */
+	int debug_info;	      /* -1 unknown, 0 no DWARF, 1 DWARF */
+	struct sym_cache cache;
+	uint64_t seen_gen;    /* last refresh that mapped (or noted) it */
+	uint64_t dw_used_gen; /* last refresh generation its session was used in */
+};
+
+struct mapping_entry {
+	struct sym_mapping pub;
+	struct module *mod;  /* NULL for anonymous ([vdso], JIT) */
+	int64_t vaddr_delta; /* vaddr = pc + vaddr_delta */
+	bool delta_known;
+};
+
+struct symbolizer {
+	struct module **mods;
+	size_t nmods, capmods;
+	struct mapping_entry *maps; /* sorted by start, never overlapping */
+	size_t nmaps, capmaps;
+	const struct dw_api *api;
+	bool api_tried;
+	bool names_only; /* symbolizer_set_names_only */
+	uint64_t gen;	 /* refresh count */
+	size_t cache_limit;
+	struct symbolizer_stats st;
+};
+
+struct symbolizer *symbolizer_new(void)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+	if (s)
+		s->cache_limit = SYM_CACHE_DEFAULT_LIMIT;
+	return s;
+}
+
+static void module_free(struct module *m)
+{
+	sym_dwarf_close(m->dw);
+	sym_table_free(&m->syms);
+	sym_cache_free(&m->cache);
+	free(m->path);
+	free(m);
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nmods; i++)
+		module_free(s->mods[i]);
+	free(s->mods);
+	free(s->maps);
+	free(s);
+}
+
+/* The module of a file (image NULL) or of an image in memory, created on first use. */
+static struct module *module_get(struct symbolizer *s, const char *path, unsigned long inode,
+				 const void *image, size_t image_size)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (s->mods[i]->inode == inode && s->mods[i]->image == image &&
+		    strcmp(s->mods[i]->path, path) == 0)
+			return s->mods[i];
+	if (s->nmods == s->capmods) {
+		size_t nc = s->capmods ? s->capmods * 2 : 32;
+		struct module **nm = realloc(s->mods, nc * sizeof(*nm));
+		if (!nm)
+			return NULL;
+		s->mods = nm;
+		s->capmods = nc;
+	}
+	struct module *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->path = strdup(path);
+	if (!m->path) {
+		free(m);
+		return NULL;
+	}
+	m->inode = inode;
+	m->image = image;
+	m->image_size = image_size;
+	m->debug_info = -1;
+	sym_table_init(&m->syms);
+	sym_cache_init(&m->cache);
+	/* Segments and build id now (every mapping needs them); symbols and DWARF only
+	 * when a pc of the module is first symbolized. */
+	int rc = image ? sym_elf_read_info_mem(image, image_size, &m->elf)
+		       : sym_elf_read_info(path, &m->elf);
+	if (rc < 0) {
+		log_debug("%s: cannot read ELF headers: %s", path, strerror(-rc));
+		s->st.errors++;
+	}
+	s->mods[s->nmods++] = m;
+	return m;
+}
+
+static void mapping_translate(struct mapping_entry *me)
+{
+	const struct module *m = me->mod;
+	for (size_t i = 0; m && i < m->elf.nloads; i++) {
+		const struct sym_elf_load *l = &m->elf.loads[i];
+		/* The mapping's offset is page-aligned, the segment's need not be. */
+		uint64_t seg_page = l->offset & ~(uint64_t)0xfff;
+		if (me->pub.offset >= seg_page && me->pub.offset < l->offset + l->filesz) {
+			me->vaddr_delta = (int64_t)me->pub.offset - (int64_t)me->pub.start -
+					  (int64_t)l->offset + (int64_t)l->vaddr;
+			me->delta_known = true;
+			return;
+		}
+	}
+}
+
+static void mapping_fill(struct mapping_entry *me, struct module *mod, const char *anon_name)
+{
+	me->mod = mod;
+	if (mod) {
+		me->pub.path = mod->path;
+		me->pub.build_id = mod->elf.build_id;
+		mapping_translate(me);
+	} else {
+		me->pub.path = anon_name;
+		me->pub.build_id = "";
+	}
+}
+
+/* Room for one more mapping; false on allocation failure. */
+static bool maps_reserve(struct symbolizer *s)
+{
+	if (s->nmaps < s->capmaps)
+		return true;
+	size_t nc = s->capmaps ? s->capmaps * 2 : 64;
+	struct mapping_entry *nm = realloc(s->maps, nc * sizeof(*nm));
+	if (!nm)
+		return false;
+	s->maps = nm;
+	s->capmaps = nc;
+	return true;
+}
+
+static size_t caches_bytes(const struct symbolizer *s)
+{
+	size_t b = 0;
+	for (size_t i = 0; i < s->nmods; i++)
+		b += sym_cache_bytes(&s->mods[i]->cache);
+	return b;
+}
+
+/* The memory rules of symbolizer.h, applied once per refresh after the maps are read:
+ * nothing handed out before the refresh is referenced any more. */
+static void apply_budget(struct symbolizer *s)
+{
+	if (caches_bytes(s) > s->cache_limit) {
+		for (size_t i = 0; i < s->nmods; i++)
+			sym_cache_clear(&s->mods[i]->cache);
+		s->st.cache_flushes++;
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct module *m = s->mods[i];
+		if (m->dw && m->dw_used_gen + DWFL_IDLE_REFRESHES <= s->gen) {
+			sym_dwarf_close(m->dw);
+			m->dw = NULL;
+			s->st.dwfl_sessions_ended++;
+		}
+		if (m->seen_gen + MODULE_IDLE_REFRESHES <= s->gen)
+			module_free(m); /* not mapped now: no mapping entry points at it */
+		else
+			s->mods[w++] = m;
+	}
+	s->nmods = w;
+}
+
+void symbolizer_set_names_only(struct symbolizer *s, bool on)
+{
+	s->names_only = on;
+}
+
+void symbolizer_release_dwarf(struct symbolizer *s)
+{
+	for (size_t i = 0; s && i < s->nmods; i++) {
+		struct module *m = s->mods[i];
+		if (m->dw) {
+			sym_dwarf_close(m->dw);
+			m->dw = NULL;
+			s->st.dwfl_sessions_ended++;
+		}
+	}
+	/* No session left: libdw and its libraries go too (dw_api.h); the next miss
+	 * loads them again. */
+	if (s && s->api && dw_api_unload()) {
+		s->api = NULL;
+		s->api_tried = false;
+	}
+}
+
+int symbolizer_refresh(struct symbolizer *s)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return -errno;
+	s->gen++;
+	s->nmaps = 0;
+	char line[MAPS_LINE_MAX];
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, end, offset, inode;
+		char perms[5];
+		int path_at = 0;
+		if (sscanf(line, "%lx-%lx %4s %lx %*s %lu %n", &start, &end, perms, &offset, &inode,
+			   &path_at) < 5)
+			continue;
+		if (perms[2] != 'x' || !maps_reserve(s))
+			continue;
+		char *path = line + path_at;
+		path[strcspn(path, "\n")] = 0;
+		struct mapping_entry *me = &s->maps[s->nmaps++];
+		memset(me, 0, sizeof(*me));
+		me->pub.start = start;
+		me->pub.end = end;
+		me->pub.offset = offset;
+		bool vdso = strcmp(path, VDSO_NAME) == 0;
+		struct module *mod = NULL;
+		if (path[0] == '/')
+			mod = module_get(s, path, inode, NULL, 0);
+		else if (vdso) /* an ELF image the kernel maps whole: named from memory */
+			mod = module_get(s, path, 0, (const void *)start, end - start);
+		if (mod)
+			mod->seen_gen = s->gen;
+		/* Anonymous executable memory (JIT...): keep its bracketed name if any. */
+		mapping_fill(me, mod, "[anon]");
+	}
+	fclose(f);
+	apply_budget(s);
+	return (int)s->nmaps;
+}
+
+int symbolizer_note_module(struct symbolizer *s, const char *path, uintptr_t start, uintptr_t end,
+			   uintptr_t file_offset)
+{
+	if (!path || path[0] != '/' || start >= end)
+		return -EINVAL;
+	size_t at = 0, hi = s->nmaps; /* first mapping ending after start */
+	while (at < hi) {
+		size_t mid = at + (hi - at) / 2;
+		if (s->maps[mid].pub.end <= start)
+			at = mid + 1;
+		else
+			hi = mid;
+	}
+	if (at < s->nmaps && s->maps[at].pub.start < end) {
+		const struct mapping_entry *o = &s->maps[at];
+		bool same = o->pub.start == start && o->pub.end == end &&
+			    o->pub.offset == file_offset && strcmp(o->pub.path, path) == 0;
+		return same ? (int)at : -EEXIST;
+	}
+	struct stat sb;
+	unsigned long inode = stat(path, &sb) == 0 ? (unsigned long)sb.st_ino : 0;
+	struct module *mod = module_get(s, path, inode, NULL, 0);
+	if (!mod || !maps_reserve(s))
+		return -ENOMEM;
+	mod->seen_gen = s->gen;
+	memmove(&s->maps[at + 1], &s->maps[at], (s->nmaps - at) * sizeof(s->maps[0]));
+	s->nmaps++;
+	struct mapping_entry *me = &s->maps[at];
+	memset(me, 0, sizeof(*me));
+	me->pub.start = start;
+	me->pub.end = end;
+	me->pub.offset = file_offset;
+	mapping_fill(me, mod, NULL);
+	return (int)at;
+}
+
+int symbolizer_find_mapping(const struct symbolizer *s, uintptr_t pc)
+{
+	size_t lo = 0, hi = s->nmaps;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (pc < s->maps[mid].pub.start)
+			hi = mid;
+		else if (pc >= s->maps[mid].pub.end)
+			lo = mid + 1;
+		else
+			return (int)mid;
+	}
+	return -1;
+}
+
+const struct sym_mapping *symbolizer_mapping(const struct symbolizer *s, int idx)
+{
+	return &s->maps[idx].pub;
+}
+
+size_t symbolizer_mapping_count(const struct symbolizer *s)
+{
+	return s->nmaps;
+}
+
+int symbolizer_mapping_debug_info(const struct symbolizer *s, int idx)
+{
+	const struct module *m = s->maps[idx].mod;
+	return m ? m->debug_info : 0;
+}
+
+static const struct dw_api *api_get(struct symbolizer *s)
+{
+	if (!s->api_tried) {
+		s->api_tried = true;
+		s->api = dw_api_get();
+		s->st.libdw = s->api != NULL;
+	}
+	return s->api;
+}
+
+/* Opens (or reopens after idling) the module's libdwfl session; NULL without libdw or
+ * when libdwfl cannot read the file. */
+static struct sym_dwarf *module_dwarf(struct symbolizer *s, struct module *m)
+{
+	const struct dw_api *api = api_get(s);
+	if (!api || m->dw_failed || m->image)
+		return NULL;
+	if (!m->dw) {
+		m->dw = sym_dwarf_open(api, m->path);
+		if (!m->dw) {
+			m->dw_failed = true;
+			s->st.errors++;
+			return NULL;
+		}
+	}
+	m->dw_used_gen = s->gen;
+	return m->dw;
+}
+
+/* Builds the module's symbol table once: libdwfl's view (debug file included), else
+ * libelf's. */
+static void module_symbols(struct symbolizer *s, struct module *m)
+{
+	if (m->symbols_read)
+		return;
+	m->symbols_read = true;
+	s->st.tables_read++;
+	struct sym_dwarf *dw = module_dwarf(s, m);
+	int rc = dw ? sym_dwarf_read_symbols(dw, &m->syms) : -ENOENT;
+	if (rc < 0 && dw)
+		s->st.errors++; /* every module has at least .dynsym: the file is damaged */
+	if (rc < 0) {
+		sym_table_free(&m->syms);
+		rc = m->image ? sym_elf_read_symbols_mem(m->image, m->image_size, &m->syms)
+			      : sym_elf_read_symbols(m->path, &m->syms);
+	}
+	if (rc < 0) {
+		log_debug("%s: no symbols: %s", m->path, strerror(-rc));
+		s->st.errors++;
+	}
+	sym_table_finish(&m->syms);
+}
+
+/* The name of the function holding the code at vaddr, by the rules at the top. */
+static const char *outer_name(const struct module *m, uint64_t vaddr, const char *dwarf_name)
+{
+	const struct sym_entry *e = sym_table_find(&m->syms, vaddr);
+	if (e && e->size != 0)
+		return sym_table_name(&m->syms, e);
+	if (dwarf_name)
+		return dwarf_name;
+	/* Unsigned: addresses below the entry wrap far out of the window. */
+	if (m->elf.is_program && vaddr - m->elf.entry < ENTRY_CODE_MAX)
+		return START_NAME;
+	return e ? sym_table_name(&m->syms, e) : NULL; /* sizeless: the nearest label */
+}
+
+/* Resolves vaddr in m (a cache miss) and caches the result, named or not. */
+static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
+		      const struct sym_frame **stored)
+{
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	size_t n = 0;
+	module_symbols(s, m);
+	struct sym_dwarf *dw = s->names_only ? NULL : module_dwarf(s, m);
+	if (dw) {
+		bool err = false;
+		n = sym_dwarf_frames(dw, vaddr, fr, SYM_MAX_FRAMES, &err);
+		m->debug_info = sym_dwarf_has_debug_info(dw);
+		s->st.errors += err;
+		s->st.dwarf_lookups++;
+	} else {
+		m->debug_info = 0;
+		s->st.elf_lookups++;
+	}
+	if (n == 0)
+		fr[n++] = (struct sym_frame){NULL, NULL, 0};
+	fr[n - 1].function = outer_name(m, vaddr, fr[n - 1].function);
+	/* All named or nothing (see the top of the file). */
+	for (size_t i = 0; i < n; i++)
+		if (!fr[i].function)
+			n = 0;
+	char *demangled[SYM_MAX_FRAMES] = {0};
+	for (size_t i = 0; i < n; i++)
+		if ((demangled[i] = sym_demangle(fr[i].function)) != NULL)
+			fr[i].function = demangled[i];
+	int rc = sym_cache_put(&m->cache, vaddr, fr, n, stored);
+	for (size_t i = 0; i < n; i++)
+		free(demangled[i]);
+	if (rc < 0) {
+		s->st.errors++;
+		return 0;
+	}
+	return n;
+}
+
+size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
+			 struct sym_frame *out, size_t max)
+{
+	int idx = symbolizer_find_mapping(s, pc);
+	if (idx < 0)
+		return 0;
+	const struct mapping_entry *me = &s->maps[idx];
+	struct module *m = me->mod;
+	if (!m || !me->delta_known)
+		return 0;
+	uint64_t vaddr = (uint64_t)((int64_t)pc + me->vaddr_delta) - (is_return_address ? 1 : 0);
+	s->st.lookups++;
+	const struct sym_frame *fr;
+	size_t n;
+	if (sym_cache_get(&m->cache, vaddr, &fr, &n)) {
+		s->st.cache_hits++;
+	} else {
+		uint64_t cpu0 = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
+		uint64_t wall0 = clock_now_ns(CLOCK_MONOTONIC);
+		n = resolve(s, m, vaddr, &fr);
+		s->st.resolve_cpu_ns += clock_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+		s->st.resolve_wall_ns += clock_now_ns(CLOCK_MONOTONIC) - wall0;
+	}
+	if (n > max) { /* keep the innermost and the function holding the code */
+		if (max == 0)
+			return 0;
+		memcpy(out, fr, (max - 1) * sizeof(*out));
+		out[max - 1] = fr[n - 1];
+		return max;
+	}
+	if (n)
+		memcpy(out, fr, n * sizeof(*out));
+	return n;
+}
+
+int symbolizer_warm(struct symbolizer *s, uintptr_t pc)
+{
+	int idx = symbolizer_find_mapping(s, pc);
+	struct module *m = idx < 0 ? NULL : s->maps[idx].mod;
+	if (!m)
+		return -ENOENT;
+	bool read_before = m->symbols_read;
+	module_symbols(s, m);
+	return read_before ? 0 : 1;
+}
+
+const char *symbolizer_function(struct symbolizer *s, uintptr_t pc, bool is_return_address)
+{
+	struct sym_frame fr[SYM_MAX_FRAMES];
+	size_t n = symbolizer_frames(s, pc, is_return_address, fr, SYM_MAX_FRAMES);
+	return n ? fr[n - 1].function : NULL;
+}
+
+void symbolizer_set_cache_limit(struct symbolizer *s, size_t bytes)
+{
+	s->cache_limit = bytes;
+}
+
+void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *out)
+{
+	*out = s->st;
+	out->cache_entries = 0;
+	for (size_t i = 0; i < s->nmods; i++)
+		out->cache_entries += sym_cache_entries(&s->mods[i]->cache);
+	out->cache_bytes = caches_bytes(s);
+}
+
+size_t symbolizer_module_count(const struct symbolizer *s)
+{
+	return s->nmods;
+}
+
+size_t symbolizer_bytes(const struct symbolizer *s)
+{
+	size_t b = sizeof(*s) + s->capmods * sizeof(s->mods[0]) + s->capmaps * sizeof(s->maps[0]);
+	for (size_t i = 0; i < s->nmods; i++) {
+		const struct module *m = s->mods[i];
+		b += sizeof(*m) + strlen(m->path) + 1 + sym_table_bytes(&m->syms) +
+		     sym_cache_bytes(&m->cache);
+	}
+	return b;
+}
