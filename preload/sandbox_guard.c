@@ -5,7 +5,7 @@
  * Owns: the interposed prctl, syscall, unshare and setns.
  *  - Before a call that installs a seccomp filter (prctl(PR_SET_SECCOMP, ...), or
  *    syscall(SYS_seccomp, ...), libseccomp's way, or syscall(SYS_prctl, ...)), the
- *    profiler is told (agent/sandbox.h): from then on it makes no new kind of system
+ *    profiler is told (agent/sample/sandbox.h): from then on it makes no new kind of system
  *    call in the threads the filter covers. A filter for every thread
  *    (SECCOMP_FILTER_FLAG_TSYNC) covers the profiler's own thread too: it is stopped
  *    first, without a final profile; so is it before strict mode, where a forbidden call
@@ -31,9 +31,10 @@
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "agent/sandbox.h"
+#include "agent/sample/sandbox.h"
 #include "common/log.h"
 #include "common/raw_syscall.h"
 #include "preload/ddprof.h"
@@ -140,28 +141,49 @@ DDPROF_EXPORT int prctl(int option, ...)
 	return (int)libc_result(rc);
 }
 
-/* Whether the profiler's thread is the only thread besides the caller. */
-static bool ours_is_the_other_thread(void)
+/* The process's threads (field 20 of /proc/self/stat, counted after the command's
+ * closing parenthesis), or -1 if it cannot be read. */
+static long num_threads(void)
 {
-	if (!uploader_thread_started())
-		return false;
 	char buf[512];
 	int fd = (int)raw_syscall(SYS_open, (long)"/proc/self/stat", O_RDONLY | O_CLOEXEC, 0, 0);
 	if (fd < 0)
-		return false;
+		return -1;
 	long n = raw_syscall(SYS_read, fd, (long)buf, sizeof(buf) - 1, 0);
 	raw_syscall(SYS_close, fd, 0, 0, 0);
 	if (n <= 0)
-		return false;
+		return -1;
 	buf[n] = 0;
-	/* Field 20, num_threads, counted after the command's closing parenthesis. */
 	const char *p = buf + n;
 	while (p > buf && *p != ')')
 		p--;
 	int field = 2;
 	for (; *p && field < 20; p++)
 		field += *p == ' ';
-	return field == 20 && p[0] == '2' && (p[1] == ' ' || p[1] == 0);
+	if (field != 20)
+		return -1;
+	long threads = 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		threads = threads * 10 + (*p - '0');
+	return threads;
+}
+
+/* Whether the profiler's thread is the only thread besides the caller. */
+static bool ours_is_the_other_thread(void)
+{
+	return uploader_thread_started() && num_threads() == 2;
+}
+
+/* A joined thread has cleared its id but may still be in the thread group for a moment
+ * (the kernel counts it until the end of its exit), and the call would then see two
+ * threads: wait until it is gone, 1 ms at a time, at most LAST_THREAD_WAIT_MS. */
+#define LAST_THREAD_WAIT_MS 500
+static void wait_single_threaded(void)
+{
+	for (int ms = 0; ms < LAST_THREAD_WAIT_MS && num_threads() > 1; ms++) {
+		struct timespec ts = {0, 1000000};
+		raw_syscall(SYS_nanosleep, (long)&ts, 0, 0, 0);
+	}
 }
 
 /* Around a call that needs a single-threaded process: the profiler's thread stops for
@@ -172,6 +194,8 @@ static bool before_one_thread_call(unsigned long flags)
 		return false;
 	int saved = errno;
 	bool gone = uploader_quiesce(QUIESCE_TIMEOUT_NS);
+	if (gone)
+		wait_single_threaded();
 	errno = saved;
 	if (!gone)
 		uploader_resume();
