@@ -197,7 +197,7 @@ TSAN_TESTS := test_stack_trie test_profile_swap test_region test_region_stress t
 	test_app_signals \
 	test_threads
 TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c common/own_stack.c agent/store/region.c \
-	agent/store/stack_trie.c agent/store/profile.c
+	agent/store/stack_trie.c agent/store/profile.c agent/store/profile_types.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
 	agent/unwind/cfi_find.c agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \

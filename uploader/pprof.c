@@ -90,6 +90,11 @@ struct builder {
 	size_t nmappings;
 	struct pb_buf samples, locations, functions, scratch, line;
 	int64_t s_thread_id, s_thread_name, s_process_id;
+	/* The sample's value vector: every kind's values side by side, kind k's from
+	 * column[k] (agent/store/profile_types.h); ncolumns in all. */
+	uint32_t column[PROFILE_KINDS];
+	uint32_t ncolumns;
+	const struct thread_names *names; /* pprof_meta's */
 	int pid;
 	int err;
 	struct pprof_stats st;
@@ -234,7 +239,7 @@ static bool is_trampoline(uintptr_t pc)
 }
 
 static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int32_t tid,
-		       uint64_t samples, uint64_t cpu_ns)
+		       enum profile_kind kind, const uint64_t *kind_values)
 {
 	uint64_t ids[UNWIND_MAX_DEPTH];
 	if (n > UNWIND_MAX_DEPTH)
@@ -250,12 +255,14 @@ static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int3
 	pb_init(&s);
 	pb_init(&tmp);
 	pb_packed_u64(&s, SAMPLE_LOCATION_ID, ids, nids);
-	int64_t values[2] = {(int64_t)samples, (int64_t)cpu_ns};
-	pb_packed_i64(&s, SAMPLE_VALUE, values, 2);
+	int64_t values[PROFILE_KINDS * PROFILE_VALUES_MAX] = {0};
+	for (uint32_t i = 0; i < profile_types[kind].nvalues; i++)
+		values[b->column[kind] + i] = (int64_t)kind_values[i];
+	pb_packed_i64(&s, SAMPLE_VALUE, values, b->ncolumns);
 	if (tid > 0) {
-		char name[THREAD_NAME_MAX];
 		label_num(&s, &tmp, b->s_thread_id, tid);
-		if (threads_name(tid, name))
+		const char *name = thread_names_find(b->names, tid);
+		if (name)
 			label_str(&s, &tmp, b->s_thread_name, intern(b, name));
 	}
 	label_num(&s, &tmp, b->s_process_id, b->pid);
@@ -270,13 +277,17 @@ static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int3
 static void visit_node(const struct trie_node *node, void *arg)
 {
 	struct builder *b = arg;
-	uint64_t samples = atomic_load_explicit(&node->samples, memory_order_relaxed);
-	uint64_t cpu_ns = atomic_load_explicit(&node->cpu_ns, memory_order_relaxed);
-	/* Both 0: inserted, then the handler was raced by the swap: never counted. A node
-	 * with CPU and no sample holds the end of a thread (profiles_record_n). */
-	if (samples == 0 && cpu_ns == 0)
+	uint64_t v[PROFILE_VALUES_MAX];
+	bool any = false;
+	for (uint32_t i = 0; i < PROFILE_VALUES_MAX; i++) {
+		v[i] = atomic_load_explicit(&node->values[i], memory_order_relaxed);
+		any |= v[i] != 0;
+	}
+	/* All 0: inserted, then the handler was raced by the swap: never counted. A CPU
+	 * node with time and no sample holds the end of a thread (profiles_record_n). */
+	if (!any || node->kind >= PROFILE_KINDS)
 		return;
-	add_sample(b, node->pcs, node->npcs, node->tid, samples, cpu_ns);
+	add_sample(b, node->pcs, node->npcs, node->tid, (enum profile_kind)node->kind, v);
 }
 
 static void value_type(struct pb_buf *out, struct builder *b, uint32_t field, const char *type,
@@ -365,6 +376,7 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	memset(&b, 0, sizeof(b));
 	b.sym = sym;
 	b.pid = meta->pid;
+	b.names = meta->thread_names;
 	strtab_init(&b.strings);
 	u64map_init(&b.locs);
 	u64map_init(&b.funcs);
@@ -372,6 +384,10 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	b.s_thread_id = intern(&b, "thread id");
 	b.s_thread_name = intern(&b, "thread name");
 	b.s_process_id = intern(&b, "process_id");
+	for (int k = 0; k < PROFILE_KINDS; k++) {
+		b.column[k] = b.ncolumns;
+		b.ncolumns += profile_types[k].nvalues;
+	}
 	b.nmappings = symbolizer_mapping_count(sym);
 	b.mflags = calloc(b.nmappings + 1, sizeof(b.mflags[0]));
 	if (!b.mflags) {
@@ -386,23 +402,33 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	if (own_ns > 0) {
 		uintptr_t pc = PC_PROFILER;
 		uint64_t period = meta->period_ns ? meta->period_ns : 1;
-		add_sample(&b, &pc, 1, 0, (own_ns + period / 2) / period, own_ns);
+		const uint64_t v[PROFILE_VALUES_MAX] = {(own_ns + period / 2) / period, own_ns};
+		add_sample(&b, &pc, 1, 0, PROFILE_CPU, v);
 	}
 	if (meta->startup_cpu_ns > 0) {
 		uintptr_t pc = PC_STARTUP;
-		add_sample(&b, &pc, 1, meta->startup_tid, 0, meta->startup_cpu_ns);
+		const uint64_t v[PROFILE_VALUES_MAX] = {0, meta->startup_cpu_ns};
+		add_sample(&b, &pc, 1, meta->startup_tid, PROFILE_CPU, v);
 	}
-	uint64_t dropped = atomic_load_explicit(&p->dropped_samples, memory_order_relaxed);
-	uint64_t dropped_ns = atomic_load_explicit(&p->dropped_cpu_ns, memory_order_relaxed);
-	if (dropped || dropped_ns) {
-		uintptr_t pc = PC_DROPPED;
-		add_sample(&b, &pc, 1, 0, dropped, dropped_ns);
+	for (int k = 0; k < PROFILE_KINDS; k++) {
+		uint64_t v[PROFILE_VALUES_MAX];
+		bool any = false;
+		for (uint32_t i = 0; i < PROFILE_VALUES_MAX; i++) {
+			v[i] = profile_dropped(p, (enum profile_kind)k, i);
+			any |= v[i] != 0;
+		}
+		if (any) {
+			uintptr_t pc = PC_DROPPED;
+			add_sample(&b, &pc, 1, 0, (enum profile_kind)k, v);
+		}
 	}
 
 	struct pb_buf body;
 	pb_init(&body);
-	value_type(&body, &b, PROFILE_SAMPLE_TYPE, "cpu-samples", "count");
-	value_type(&body, &b, PROFILE_SAMPLE_TYPE, "cpu-time", "nanoseconds");
+	for (int k = 0; k < PROFILE_KINDS; k++)
+		for (uint32_t i = 0; i < profile_types[k].nvalues; i++)
+			value_type(&body, &b, PROFILE_SAMPLE_TYPE, profile_types[k].values[i].type,
+				   profile_types[k].values[i].unit);
 	pb_raw(&body, b.samples.data, b.samples.len);
 	write_mappings(&body, &b);
 	pb_raw(&body, b.locations.data, b.locations.len);
@@ -410,11 +436,14 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	pb_varint(&body, PROFILE_TIME_NANOS, meta->start_ns);
 	pb_varint(&body, PROFILE_DURATION_NANOS,
 		  meta->end_ns > meta->start_ns ? meta->end_ns - meta->start_ns : 0);
-	value_type(&body, &b, PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
+	/* One period per profile in pprof: the CPU profile's (the sampling interval). */
+	value_type(&body, &b, PROFILE_PERIOD_TYPE, profile_types[PROFILE_CPU].period.type,
+		   profile_types[PROFILE_CPU].period.unit);
 	pb_varint(&body, PROFILE_PERIOD, meta->period_ns);
 	for (size_t i = 0; i < meta->ncomments && i < PPROF_COMMENTS_MAX; i++)
 		pb_varint(&body, PROFILE_COMMENT, (uint64_t)intern(&b, meta->comments[i]));
-	pb_varint(&body, PROFILE_DEFAULT_SAMPLE_TYPE, (uint64_t)intern(&b, "cpu-time"));
+	pb_varint(&body, PROFILE_DEFAULT_SAMPLE_TYPE,
+		  (uint64_t)intern(&b, profile_types[PROFILE_CPU].values[1].type));
 	for (size_t i = 0; i < b.strings.len; i++)
 		pb_string(&body, PROFILE_STRING_TABLE, b.strings.strs[i]);
 

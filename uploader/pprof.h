@@ -22,6 +22,8 @@
 
 #define PPROF_COMMENTS_MAX 8
 
+struct thread_names; /* agent/sample/threads.h */
+
 struct pprof_meta {
 	uint64_t start_ns;  /* CLOCK_REALTIME, first possible sample */
 	uint64_t end_ns;    /* CLOCK_REALTIME, the swap */
@@ -37,6 +39,9 @@ struct pprof_meta {
 	 * "[start-up]" sample (CPU without a sample count). */
 	uint64_t startup_cpu_ns;
 	int32_t startup_tid;
+	/* The threads' names, taken when the profile was swapped out (the encoder reads
+	 * no live agent state); NULL: no names. Not owned. */
+	const struct thread_names *thread_names;
 };
 
 struct pprof_stats {

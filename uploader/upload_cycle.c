@@ -105,7 +105,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 	check_sampling_signal();
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
 	struct profile *p = profiles_swap(ctx->profiles, now);
-	uint64_t samples = atomic_load_explicit(&p->samples, memory_order_relaxed);
+	uint64_t samples = profile_samples(p);
 	bool has_data = profile_has_data(p);
 	if (has_data && !ctx->sym) {
 		/* Made at the first profile with samples: a fork child that never has one
@@ -135,8 +135,12 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 							    NAMES_ONLY_BELOW_NS);
 		note_unloaded_modules(ctx->sym);
 		threads_refresh_names();
+		struct thread_names names;
+		threads_snapshot_names(&names);
+		meta.thread_names = &names;
 		struct pprof_stats ps;
 		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
+		thread_names_free(&names);
 		ctx->between_steps();
 		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
 		 * (agent/symbolize/sym_dwarf.c), is given back after every profile: the
@@ -156,8 +160,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		atomic_store_explicit(&upload_counters.serialize_ns,
 				      clock_now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
 		upload_count(&upload_counters.samples, samples);
-		upload_count(&upload_counters.dropped,
-			     atomic_load_explicit(&p->dropped_samples, memory_order_relaxed));
+		upload_count(&upload_counters.dropped, profile_dropped_samples(p));
 		if (rc < 0) {
 			upload_count(&upload_counters.serialize_failures, 1);
 			log_warn("cannot serialize the profile: %s", strerror(-rc));
@@ -183,8 +186,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		}
 	}
 	profile_reset(p);
-	/* After serialization: names of threads that ended this period were still
-	 * needed above. */
+	/* Threads that ended are forgotten once a profile has taken their names. */
 	threads_reap();
 	upload_stats_log();
 }
@@ -195,13 +197,13 @@ extern void *__tls_get_addr(void *);
 /*
  * After the process's first fork: reads the symbol tables of the code
  * every fork child runs (the program, libc, the dynamic loader: its fork return, its
- * exit, lazy binding; this library's fork and exit handlers; the vdso's clocks) into the
- * symbolizer the children adopt (uploader.c). A child sampled before it exits (a
- * short command, a worker that fails at once) then names its pcs without reading them:
- * its exit took 7.1-7.6 ms, 3.5-3.9 ms with the adopted tables (0.7 ms without the
- * agent; libc6-dbg installed: libc's table is 13k symbols from the debug file). The
- * parent would read them at its first upload anyway; this only moves that earlier. Its
- * DWARF is given back at once, as after an upload.
+ * exit, lazy binding; the process's malloc, which is another library's when one is
+ * preloaded: jemalloc, tcmalloc, a sanitizer's runtime; this library's fork and exit
+ * handlers; the vdso's clocks) into the symbolizer the children adopt (uploader.c). A
+ * child sampled before it exits (a short command, a worker that fails at once) then
+ * names its pcs without reading them, so its exit is not spent on tables (see
+ * BENCHMARKS.md). The parent would read them at its first upload anyway; this only
+ * moves that earlier. Its DWARF is given back at once, as after an upload.
  */
 void upload_cycle_warm(struct upload_ctx *ctx, const _Atomic bool *give_up)
 {
@@ -212,8 +214,13 @@ void upload_cycle_warm(struct upload_ctx *ctx, const _Atomic bool *give_up)
 	}
 	if (symbolizer_refresh(ctx->sym) < 0)
 		return;
-	const uintptr_t code[] = {(uintptr_t)getauxval(AT_ENTRY), (uintptr_t)&exit,
-				  (uintptr_t)&__tls_get_addr, (uintptr_t)&upload_cycle_warm,
+	/* &malloc: the process's definition, which this library binds to as the program
+	 * does (the first in the global scope). */
+	const uintptr_t code[] = {(uintptr_t)getauxval(AT_ENTRY),
+				  (uintptr_t)&exit,
+				  (uintptr_t)&malloc,
+				  (uintptr_t)&__tls_get_addr,
+				  (uintptr_t)&upload_cycle_warm,
 				  (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
 	int read = 0;
 	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++) {

@@ -45,8 +45,9 @@ void threads_exit_self(const struct sampler_thread_root *root);
  * Returns the number armed. */
 int threads_scan_existing(void);
 
-/* Uploader, after serializing: deletes timers of ended threads and forgets threads
- * that ended before the previous call (their samples were serialized). */
+/* Uploader, once the profile's names are taken (threads_snapshot_names): deletes timers
+ * of ended threads and forgets threads that ended before the previous call (their
+ * samples were in an earlier profile). */
 void threads_reap(void);
 
 /* Uploader, before serializing: re-reads the names of live threads (threads rename
@@ -83,6 +84,25 @@ void threads_stop_sampling(void);
 
 /* Name of tid (live or ended since the last reap) into out; false if unknown. */
 bool threads_name(pid_t tid, char out[THREAD_NAME_MAX]);
+
+/* The names of the threads known now (live, and ended since the last reap; a live
+ * thread's name where a tid was reused), a copy sorted by tid that the registry's
+ * changes leave alone: what a profile's encoder reads. */
+struct thread_name {
+	pid_t tid;
+	bool live;
+	char name[THREAD_NAME_MAX];
+};
+struct thread_names {
+	struct thread_name *v;
+	size_t n;
+};
+/* Normal context (it allocates). Fills out (empty if memory is short); free it with
+ * thread_names_free. */
+void threads_snapshot_names(struct thread_names *out);
+/* tid's name in the snapshot, or NULL. Any thread. */
+const char *thread_names_find(const struct thread_names *names, pid_t tid);
+void thread_names_free(struct thread_names *names);
 
 /* Live timers, for diagnostics and tests. */
 size_t threads_count(void);

@@ -1,7 +1,7 @@
 /*
  * profile.c - red/black profiles (see profile.h).
  *
- * This file is async-signal-safe: profiles_record runs in the sampling signal handler.
+ * This file is async-signal-safe: profiles_add runs in the sampling signal handler.
  * profiles_swap and profile_reset run on the uploader thread and may sleep;
  * profiles_grow_if_needed maps memory, from any thread in normal context.
  */
@@ -45,7 +45,26 @@ FORK_CHILD_DATA static uint64_t pending_start_ns;
 /* Samples a handler dropped because another thread (or the code it interrupted) was
  * setting up; moved into the next swapped-out profile. Written only in such a child
  * (and reset by every child's fork handler, on the page it writes anyway). */
-FORK_CHILD_DATA static _Atomic uint64_t settle_dropped_samples, settle_dropped_cpu_ns;
+FORK_CHILD_DATA static _Atomic uint64_t settle_dropped[PROFILE_KINDS][PROFILE_VALUES_MAX];
+
+/* async-signal-safe. Adds values to counters (PROFILE_VALUES_MAX each: a kind's unused
+ * values are 0, and a 0 costs no atomic add). A constant count: the loop unrolls. */
+static inline void add_values(_Atomic uint64_t *counters, const uint64_t *values)
+{
+	for (uint32_t i = 0; i < PROFILE_VALUES_MAX; i++)
+		if (values[i])
+			atomic_fetch_add_explicit(&counters[i], values[i], memory_order_relaxed);
+}
+
+/* Whether any value of any kind waits in settle_dropped (relaxed reads). */
+static bool settle_pending(void)
+{
+	for (int k = 0; k < PROFILE_KINDS; k++)
+		for (int i = 0; i < PROFILE_VALUES_MAX; i++)
+			if (atomic_load_explicit(&settle_dropped[k][i], memory_order_relaxed))
+				return true;
+	return false;
+}
 
 /* async-signal-safe. The set-up profiles_reinit_after_fork used to do in the child. */
 static void set_up_wiped(struct profile_pair *pp)
@@ -126,19 +145,11 @@ void profiles_destroy(struct profile_pair *pp)
 }
 
 /* async-signal-safe */
-void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
-		     uint64_t cpu_ns)
-{
-	profiles_record_n(pp, tid, pcs, n, 1, cpu_ns);
-}
-
-/* async-signal-safe */
-void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
-		       uint32_t samples, uint64_t cpu_ns)
+void profiles_add(struct profile_pair *pp, enum profile_kind kind, int32_t tid,
+		  const uintptr_t *pcs, uint32_t n, const uint64_t *values)
 {
 	if (!pair_usable(pp)) {
-		atomic_fetch_add_explicit(&settle_dropped_samples, samples, memory_order_relaxed);
-		atomic_fetch_add_explicit(&settle_dropped_cpu_ns, cpu_ns, memory_order_relaxed);
+		add_values(settle_dropped[kind], values);
 		return;
 	}
 	struct profile *p;
@@ -154,18 +165,12 @@ void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pc
 		 * have seen zero writers. Leave and use the new active profile. */
 		atomic_fetch_sub_explicit(&p->writers, 1, memory_order_release);
 	}
-	atomic_fetch_add_explicit(&p->samples, samples, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->cpu_ns, cpu_ns, memory_order_relaxed);
+	add_values(p->totals[kind], values);
 	/* No region: a pair on the fork-local page, zero-filled in a child that was
 	 * created without our fork handlers (_Fork, a raw clone): drop rather than crash. */
-	struct trie_node *node = p->trie.region ? trie_put(&p->trie, tid, pcs, n, NULL) : NULL;
-	if (node) {
-		atomic_fetch_add_explicit(&node->samples, samples, memory_order_relaxed);
-		atomic_fetch_add_explicit(&node->cpu_ns, cpu_ns, memory_order_relaxed);
-	} else {
-		atomic_fetch_add_explicit(&p->dropped_samples, samples, memory_order_relaxed);
-		atomic_fetch_add_explicit(&p->dropped_cpu_ns, cpu_ns, memory_order_relaxed);
-	}
+	struct trie_node *node =
+	    p->trie.region ? trie_put(&p->trie, kind, tid, pcs, n, NULL) : NULL;
+	add_values(node ? node->values : p->dropped[kind], values);
 	/* Release: our counter and trie writes happen-before the swapper's acquire read
 	 * of writers == 0, after which it serializes them. */
 	atomic_fetch_sub_explicit(&p->writers, 1, memory_order_release);
@@ -222,14 +227,15 @@ struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
 		struct timespec ts = {0, SWAP_POLL_NS};
 		sys_nanosleep(&ts, NULL);
 	}
-	uint64_t lost = atomic_exchange_explicit(&settle_dropped_samples, 0, memory_order_relaxed);
-	if (lost) {
-		atomic_fetch_add_explicit(&p->samples, lost, memory_order_relaxed);
-		atomic_fetch_add_explicit(&p->dropped_samples, lost, memory_order_relaxed);
-		uint64_t ns =
-		    atomic_exchange_explicit(&settle_dropped_cpu_ns, 0, memory_order_relaxed);
-		atomic_fetch_add_explicit(&p->cpu_ns, ns, memory_order_relaxed);
-		atomic_fetch_add_explicit(&p->dropped_cpu_ns, ns, memory_order_relaxed);
+	for (int k = 0; k < PROFILE_KINDS; k++) {
+		for (int i = 0; i < PROFILE_VALUES_MAX; i++) {
+			uint64_t lost = atomic_exchange_explicit(&settle_dropped[k][i], 0,
+								 memory_order_relaxed);
+			if (!lost)
+				continue;
+			atomic_fetch_add_explicit(&p->totals[k][i], lost, memory_order_relaxed);
+			atomic_fetch_add_explicit(&p->dropped[k][i], lost, memory_order_relaxed);
+		}
 	}
 	return p;
 }
@@ -238,10 +244,12 @@ struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns)
 static void profile_clear(struct profile *p)
 {
 	trie_reset(&p->trie);
-	atomic_store_explicit(&p->samples, 0, memory_order_relaxed);
-	atomic_store_explicit(&p->cpu_ns, 0, memory_order_relaxed);
-	atomic_store_explicit(&p->dropped_samples, 0, memory_order_relaxed);
-	atomic_store_explicit(&p->dropped_cpu_ns, 0, memory_order_relaxed);
+	for (int k = 0; k < PROFILE_KINDS; k++) {
+		for (int i = 0; i < PROFILE_VALUES_MAX; i++) {
+			atomic_store_explicit(&p->totals[k][i], 0, memory_order_relaxed);
+			atomic_store_explicit(&p->dropped[k][i], 0, memory_order_relaxed);
+		}
+	}
 }
 
 void profile_reset(struct profile *p)
@@ -255,7 +263,7 @@ FORK_CHILD_PATH bool profiles_empty(struct profile_pair *pp)
 	/* A pending pair is empty, and reading it would touch its page. */
 	if (atomic_load_explicit(&pending_state, memory_order_relaxed) != PAIR_READY &&
 	    pp == pending_pair)
-		return atomic_load_explicit(&settle_dropped_samples, memory_order_relaxed) == 0;
+		return !settle_pending();
 	return !profile_has_data(&pp->p[0]) && !profile_has_data(&pp->p[1]);
 }
 
@@ -267,8 +275,10 @@ FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_
 		pending_pair = pp;
 		pending_start_ns = now_ns;
 		atomic_store_explicit(&pending_state, PAIR_PENDING, memory_order_relaxed);
-		atomic_store_explicit(&settle_dropped_samples, 0, memory_order_relaxed);
-		atomic_store_explicit(&settle_dropped_cpu_ns, 0, memory_order_relaxed);
+		for (int k = 0; k < PROFILE_KINDS; k++)
+			for (int i = 0; i < PROFILE_VALUES_MAX; i++)
+				atomic_store_explicit(&settle_dropped[k][i], 0,
+						      memory_order_relaxed);
 		return;
 	}
 	for (int i = 0; i < 2; i++) {

@@ -2,7 +2,7 @@
  * profile.h - the red/black pair of profiles the signal handler writes into.
  *
  * Owns: two profiles (region + stack trie + totals) and which one is active.
- *  - profiles_record (signal handler) enters the active profile by incrementing its
+ *  - profiles_add (signal handler) enters the active profile by incrementing its
  *    writer count, re-checks that it is still active, inserts, and leaves.
  *  - profiles_swap (uploader) flips the active index, then waits until the old
  *    profile's writer count is zero. From then on no handler can be inside it, so it
@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/store/profile_types.h"
 #include "agent/store/region.h"
 #include "agent/store/stack_trie.h"
 
@@ -34,10 +35,11 @@ struct profile {
 	struct region region;
 	struct stack_trie trie;
 	_Atomic uint32_t writers; /* handlers inside this profile right now */
-	_Atomic uint64_t samples; /* recorded, including dropped */
-	_Atomic uint64_t cpu_ns;
-	_Atomic uint64_t dropped_samples; /* new stacks refused past the ceiling */
-	_Atomic uint64_t dropped_cpu_ns;
+	/* Per profile kind (agent/store/profile_types.h), each of its values: what was
+	 * recorded, dropped included, and what was dropped (new stacks refused past the
+	 * ceiling, or while no memory was mapped for them). */
+	_Atomic uint64_t totals[PROFILE_KINDS][PROFILE_VALUES_MAX];
+	_Atomic uint64_t dropped[PROFILE_KINDS][PROFILE_VALUES_MAX];
 	uint64_t start_ns; /* CLOCK_REALTIME when it became active; set before the flip */
 };
 
@@ -67,13 +69,58 @@ int profiles_init(struct profile_pair *pp, size_t ceiling, uint64_t now_ns);
 /* Unmaps both profiles; profiles_init may be called again. */
 void profiles_destroy(struct profile_pair *pp);
 
-/* async-signal-safe, lock-free. Adds one sample of weight cpu_ns for (tid, pcs). */
-void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
-		     uint64_t cpu_ns);
-/* async-signal-safe, lock-free. The same with a sample count of its own: 0 for CPU a
- * thread used after its last sample (added at its end, agent/sample/sampler.h). */
-void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs, uint32_t n,
-		       uint32_t samples, uint64_t cpu_ns);
+/* async-signal-safe, lock-free. Adds values (PROFILE_VALUES_MAX of them, the kind's
+ * nvalues first: a sample count, then weights; the rest 0) to the stack (kind, tid,
+ * pcs) of the active profile. */
+void profiles_add(struct profile_pair *pp, enum profile_kind kind, int32_t tid,
+		  const uintptr_t *pcs, uint32_t n, const uint64_t *values);
+
+/* async-signal-safe, lock-free. The CPU profile's: samples (0 for CPU a thread used
+ * after its last sample, added at its end: agent/sample/sampler.h) of cpu_ns. */
+static inline void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs,
+				     uint32_t n, uint32_t samples, uint64_t cpu_ns)
+{
+	const uint64_t v[PROFILE_VALUES_MAX] = {samples, cpu_ns};
+	profiles_add(pp, PROFILE_CPU, tid, pcs, n, v);
+}
+
+/* async-signal-safe, lock-free. One CPU sample of weight cpu_ns. */
+static inline void profiles_record(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs,
+				   uint32_t n, uint64_t cpu_ns)
+{
+	profiles_record_n(pp, tid, pcs, n, 1, cpu_ns);
+}
+
+/* Value i of kind recorded in p, dropped included (relaxed: exact once p is swapped
+ * out). */
+static inline uint64_t profile_total(const struct profile *p, enum profile_kind kind, uint32_t i)
+{
+	return atomic_load_explicit(&p->totals[kind][i], memory_order_relaxed);
+}
+
+/* Value i of kind that p dropped. */
+static inline uint64_t profile_dropped(const struct profile *p, enum profile_kind kind, uint32_t i)
+{
+	return atomic_load_explicit(&p->dropped[kind][i], memory_order_relaxed);
+}
+
+/* Samples recorded in p, of every kind, dropped included (value 0 of each kind). */
+static inline uint64_t profile_samples(const struct profile *p)
+{
+	uint64_t n = 0;
+	for (int k = 0; k < PROFILE_KINDS; k++)
+		n += profile_total(p, (enum profile_kind)k, 0);
+	return n;
+}
+
+/* Samples p dropped, of every kind. */
+static inline uint64_t profile_dropped_samples(const struct profile *p)
+{
+	uint64_t n = 0;
+	for (int k = 0; k < PROFILE_KINDS; k++)
+		n += profile_dropped(p, (enum profile_kind)k, 0);
+	return n;
+}
 
 /*
  * Normal context, any thread: maps more memory for the active profile when its handler
@@ -94,12 +141,15 @@ bool profiles_room_wanted(struct profile_pair *pp);
  */
 struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns);
 
-/* Whether p holds a sample or CPU time (the end of a thread is CPU without a sample).
+/* Whether p holds any value of any kind (the end of a thread is CPU without a sample).
  * Relaxed reads. */
-static inline bool profile_has_data(struct profile *p)
+static inline bool profile_has_data(const struct profile *p)
 {
-	return atomic_load_explicit(&p->samples, memory_order_relaxed) != 0 ||
-	       atomic_load_explicit(&p->cpu_ns, memory_order_relaxed) != 0;
+	for (int k = 0; k < PROFILE_KINDS; k++)
+		for (uint32_t i = 0; i < PROFILE_VALUES_MAX; i++) /* unused ones stay 0 */
+			if (profile_total(p, (enum profile_kind)k, i) != 0)
+				return true;
+	return false;
 }
 
 /* True when neither profile holds a sample or CPU time (relaxed reads: a sample racing with the

@@ -21,19 +21,19 @@
 #define HASH_LEVEL_BITS 2 /* log2(TRIE_FANOUT) */
 
 /* async-signal-safe */
-static uint64_t key_hash(int32_t tid, const uintptr_t *pcs, uint32_t n)
+static uint64_t key_hash(uint32_t kind, int32_t tid, const uintptr_t *pcs, uint32_t n)
 {
-	uint64_t h = hash_mix64(((uint64_t)(uint32_t)tid << 32) | n);
+	uint64_t h = hash_mix64(((uint64_t)(uint32_t)tid << 32) | ((uint64_t)kind << 16) | n);
 	for (uint32_t i = 0; i < n; i++)
 		h = hash_mix64(h ^ (uint64_t)pcs[i]) + i;
 	return h;
 }
 
 /* async-signal-safe */
-static bool key_equal(const struct trie_node *node, uint64_t hash, int32_t tid,
+static bool key_equal(const struct trie_node *node, uint64_t hash, uint32_t kind, int32_t tid,
 		      const uintptr_t *pcs, uint32_t n)
 {
-	return node->hash == hash && node->tid == tid && node->npcs == n &&
+	return node->hash == hash && node->tid == tid && node->npcs == n && node->kind == kind &&
 	       memcmp(node->pcs, pcs, n * sizeof(pcs[0])) == 0;
 }
 
@@ -48,26 +48,29 @@ FORK_CHILD_PATH void trie_init(struct stack_trie *t, struct region *r)
 }
 
 /* async-signal-safe */
-static struct trie_node *node_new(struct stack_trie *t, uint64_t hash, int32_t tid,
+static struct trie_node *node_new(struct stack_trie *t, uint64_t hash, uint32_t kind, int32_t tid,
 				  const uintptr_t *pcs, uint32_t n)
 {
 	struct trie_node *node =
 	    region_alloc(t->region, sizeof(*node) + (size_t)n * sizeof(pcs[0]));
 	if (!node)
 		return NULL;
-	/* Region memory is zero: children and counters start nil/0. */
+	/* Region memory is zero: children and values start nil/0. */
 	node->hash = hash;
 	node->tid = tid;
-	node->npcs = n;
+	node->npcs = (uint16_t)n;
+	node->kind = (uint16_t)kind;
 	memcpy(node->pcs, pcs, n * sizeof(pcs[0]));
 	return node;
 }
 
 /* async-signal-safe */
-struct trie_node *trie_put(struct stack_trie *t, int32_t tid, const uintptr_t *pcs, uint32_t n,
-			   bool *inserted)
+struct trie_node *trie_put(struct stack_trie *t, enum profile_kind kind, int32_t tid,
+			   const uintptr_t *pcs, uint32_t n, bool *inserted)
 {
-	uint64_t hash = key_hash(tid, pcs, n);
+	if (n > UINT16_MAX)
+		n = UINT16_MAX; /* deeper than any unwinder goes: the outermost frames cut */
+	uint64_t hash = key_hash(kind, tid, pcs, n);
 	uint64_t iter = hash;
 	struct trie_node *fresh = NULL; /* built at most once, kept across lost races */
 	_Atomic(struct trie_node *) *slot = &t->root;
@@ -78,7 +81,7 @@ struct trie_node *trie_put(struct stack_trie *t, int32_t tid, const uintptr_t *p
 		 * fully visible before we compare it. */
 		struct trie_node *node = atomic_load_explicit(slot, memory_order_acquire);
 		if (!node && !fresh) {
-			fresh = node_new(t, hash, tid, pcs, n);
+			fresh = node_new(t, hash, kind, tid, pcs, n);
 			if (fresh) {
 				/* The id is set before publication so the release CAS makes
 				 * it visible with the key. A node that loses every race to
@@ -106,7 +109,7 @@ struct trie_node *trie_put(struct stack_trie *t, int32_t tid, const uintptr_t *p
 			 * acquire by the failed CAS) is the winner; compare against it and
 			 * keep fresh for a nil slot further down. */
 		}
-		if (key_equal(node, hash, tid, pcs, n))
+		if (key_equal(node, hash, kind, tid, pcs, n))
 			return node;
 		slot = &node->children[iter >> (HASH_BITS - HASH_LEVEL_BITS)];
 		iter <<= HASH_LEVEL_BITS;

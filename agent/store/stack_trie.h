@@ -1,7 +1,8 @@
 /*
  * stack_trie.h - lock-free, append-only hash-trie of stacks (the Go runtime's traceMap).
  *
- * Maps a key (thread id, pcs[]) to a node carrying atomic sample and CPU-time counters.
+ * Maps a key (profile kind, thread id, pcs[]) to a node carrying the kind's atomic
+ * values (a sample count and weights: agent/store/profile_types.h).
  *  - 4-ary hash-trie: each level consumes the next 2 bits of a 64-bit hash; a node is
  *    both an entry and the parent of 4 children.
  *  - put inserts by CAS on a nil child pointer; a pointer is stored once and never
@@ -21,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/store/profile_types.h"
 #include "agent/store/region.h"
 
 #define TRIE_FANOUT 4
@@ -30,9 +32,10 @@ struct trie_node {
 	uint64_t hash;
 	uint64_t id; /* unique, > 0, stable for the node's life (not dense) */
 	int32_t tid;
-	uint32_t npcs;
-	_Atomic uint64_t samples;
-	_Atomic uint64_t cpu_ns;
+	uint16_t npcs;
+	uint16_t kind; /* enum profile_kind (agent/store/profile_types.h) */
+	/* The kind's values (profile_types[kind].nvalues of them; values[0]: samples). */
+	_Atomic uint64_t values[PROFILE_VALUES_MAX];
 	uintptr_t pcs[]; /* leaf first */
 };
 
@@ -46,12 +49,12 @@ struct stack_trie {
 void trie_init(struct stack_trie *t, struct region *r);
 
 /*
- * async-signal-safe, lock-free. Finds or inserts the node for (tid, pcs[0..n)).
- * Returns NULL only when the region is out of memory for a new stack. *inserted
- * (may be NULL) tells whether this call created the node.
+ * async-signal-safe, lock-free. Finds or inserts the node for (kind, tid, pcs[0..n)),
+ * n at most UINT16_MAX. Returns NULL only when the region is out of memory for a new
+ * stack. *inserted (may be NULL) tells whether this call created the node.
  */
-struct trie_node *trie_put(struct stack_trie *t, int32_t tid, const uintptr_t *pcs, uint32_t n,
-			   bool *inserted);
+struct trie_node *trie_put(struct stack_trie *t, enum profile_kind kind, int32_t tid,
+			   const uintptr_t *pcs, uint32_t n, bool *inserted);
 
 /* Number of nodes published. */
 uint64_t trie_count(const struct stack_trie *t);

@@ -78,10 +78,10 @@ static void *worker(void *arg)
 			profiles_record(&pp, j->idx + 1, pcs, DEPTH, 1000000);
 			continue;
 		}
-		struct trie_node *n = trie_put(trie, j->idx + 1, pcs, DEPTH, NULL);
+		struct trie_node *n = trie_put(trie, PROFILE_CPU, j->idx + 1, pcs, DEPTH, NULL);
 		/* relaxed: counters only, read after the threads are joined */
-		atomic_fetch_add_explicit(&n->samples, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&n->cpu_ns, 1000000, memory_order_relaxed);
+		atomic_fetch_add_explicit(&n->values[0], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&n->values[1], 1000000, memory_order_relaxed);
 	}
 	return NULL;
 }
@@ -110,7 +110,7 @@ static double one_run(int threads, int mode)
 		pthread_join(t[i], NULL);
 	double secs = now_s() - t0;
 	pthread_barrier_destroy(&start_line);
-	uint64_t dropped = atomic_load(&profiles_active(&pp)->dropped_samples);
+	uint64_t dropped = profile_dropped_samples(profiles_active(&pp));
 	if (dropped)
 		fprintf(stderr, "bench_trie: %llu samples dropped (ceiling too small)\n",
 			(unsigned long long)dropped);

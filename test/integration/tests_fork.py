@@ -376,7 +376,9 @@ def test_gunicorn_recycled_workers(ctx):
               "worker %d profile holds %.2f s before its exit but used %.2f s of CPU"
               % (pid, other / 1e9, cpu))
         check(fin / 1e9 <= 1.0, "worker %d: %.2f s in Python's finalization" % (pid, fin / 1e9))
-        check(other / 1e9 >= cpu * 0.5, "worker %d profile holds %.2f s of its %.2f s"
+        # At least half, less two kernel ticks (4 ms each: a timer on a CPU clock fires
+        # at a tick): a worker recycled after ~10 ms of CPU may get no sample for one.
+        check(other / 1e9 >= cpu * 0.5 - 0.008, "worker %d profile holds %.3f s of its %.3f s"
               % (pid, other / 1e9, cpu))
         spans = sorted((p["time_nanos"], p["time_nanos"] + p["duration_nanos"]) for p in profs)
         for (s0, e0), (s1, _e1) in zip(spans, spans[1:]):

@@ -15,6 +15,7 @@
 #include "agent/symbolize/symbolizer.h"
 #include "agent/unwind/unwind.h"
 #include "test/tools/pprof_reader.h"
+#include "agent/sample/threads.h"
 #include "uploader/pprof.h"
 
 #define PERIOD_NS 1010101
@@ -89,6 +90,9 @@ static uint64_t next_startup_ns;
 static int32_t next_startup_tid;
 
 /* Serializes the active profile after a swap and decodes it into *out. */
+/* Thread names the next build_and_decode hands the encoder (NULL: none). */
+static const struct thread_names *next_names;
+
 static void build_and_decode(struct pprof_profile *out, size_t *gz_len)
 {
 	struct profile *p = profiles_swap(&pp, 5000);
@@ -97,7 +101,9 @@ static void build_and_decode(struct pprof_profile *out, size_t *gz_len)
 				  .period_ns = PERIOD_NS,
 				  .pid = 4242,
 				  .startup_cpu_ns = next_startup_ns,
-				  .startup_tid = next_startup_tid};
+				  .startup_tid = next_startup_tid,
+				  .thread_names = next_names};
+	next_names = NULL;
 	next_startup_ns = 0;
 	next_startup_tid = 0;
 	meta.comments[meta.ncomments++] = "service:unit";
@@ -153,6 +159,44 @@ START_TEST(test_encoded_profile_has_cpu_sample_types_period_and_times)
 	ck_assert_str_eq(pprof_str(&prof, 0), "");
 	ck_assert_uint_eq(prof.num_comments, 1);
 	ck_assert_str_eq(pprof_str(&prof, prof.comments[0]), "service:unit");
+	pprof_free(&prof);
+}
+END_TEST
+
+/* The seam between the agent and the encoder: thread names come from the snapshot the
+ * caller took at the swap, never from the live thread registry (empty here: no thread
+ * is registered in this suite). A tid the snapshot lacks gets no name label. */
+START_TEST(test_thread_names_come_from_the_snapshot_only)
+{
+	uintptr_t pcs[] = {(uintptr_t)known_leaf_function + 2};
+	profiles_record(&pp, 31, pcs, 1, PERIOD_NS);
+	profiles_record(&pp, 32, pcs, 1, PERIOD_NS);
+	struct thread_name v[] = {{.tid = 31, .live = true, .name = "seam-worker"}};
+	struct thread_names names = {v, 1};
+	char live[THREAD_NAME_MAX];
+	ck_assert(!threads_name(31, live)); /* the registry does not know it */
+	next_names = &names;
+	struct pprof_profile prof;
+	build_and_decode(&prof, NULL);
+	ck_assert_uint_eq(prof.num_samples, 2);
+	int named = 0, unnamed = 0;
+	for (size_t i = 0; i < prof.num_samples; i++) {
+		const struct pprof_sample *s = &prof.samples[i];
+		const struct pprof_label *tid = label(&prof, s, "thread id");
+		const struct pprof_label *name = label(&prof, s, "thread name");
+		ck_assert_ptr_nonnull(tid);
+		if (tid->num == 31) {
+			ck_assert_ptr_nonnull(name);
+			ck_assert_str_eq(pprof_str(&prof, name->str), "seam-worker");
+			named++;
+		} else {
+			ck_assert_int_eq(tid->num, 32);
+			ck_assert_ptr_null(name);
+			unnamed++;
+		}
+	}
+	ck_assert_int_eq(named, 1);
+	ck_assert_int_eq(unnamed, 1);
 	pprof_free(&prof);
 }
 END_TEST
@@ -357,7 +401,7 @@ START_TEST(test_stacks_past_the_ceiling_appear_as_dropped)
 		n_records++;
 	}
 	struct profile *active = profiles_active(&pp);
-	uint64_t dropped = atomic_load(&active->dropped_samples);
+	uint64_t dropped = profile_dropped(active, PROFILE_CPU, 0);
 	ck_assert_uint_gt(dropped, 0);
 	struct pprof_profile prof;
 	build_and_decode(&prof, NULL);
@@ -489,6 +533,7 @@ int main(void)
 	TCase *tc = tcase_create("encode");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_encoded_profile_has_cpu_sample_types_period_and_times);
+	tcase_add_test(tc, test_thread_names_come_from_the_snapshot_only);
 	tcase_add_test(tc, test_samples_keep_counts_weights_and_labels);
 	tcase_add_test(tc, test_return_address_at_function_end_names_the_caller);
 	tcase_add_test(tc, test_trampoline_frames_are_left_out_leaf_included);

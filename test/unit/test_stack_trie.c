@@ -65,7 +65,7 @@ static void get_key(const struct keyset *ks, size_t i, struct key *k)
 
 static struct trie_node *put(struct stack_trie *t, const struct key *k, bool *inserted)
 {
-	return trie_put(t, k->tid, k->pcs, k->n, inserted);
+	return trie_put(t, PROFILE_CPU, k->tid, k->pcs, k->n, inserted);
 }
 
 static bool node_has_key(const struct trie_node *node, const struct key *k)
@@ -169,7 +169,7 @@ START_TEST(test_put_gives_one_stable_node_per_stack)
 	uint8_t *seen = calloc(N + 1, 1);
 	for (size_t i = 0; i < N; i++) {
 		uint64_t id = nodes[i]->id;
-		if (id > N || seen[id]++ || nodes[i]->samples != 0 || nodes[i]->cpu_ns != 0)
+		if (id > N || seen[id]++ || nodes[i]->values[0] != 0 || nodes[i]->values[1] != 0)
 			ck_abort_msg("stack %zu: expected a unique id <= %d and zero counters, "
 				     "saw id %llu",
 				     i, N, (unsigned long long)id);
@@ -201,6 +201,34 @@ START_TEST(test_keys_differing_in_one_field_only_are_distinct)
 	k[7].n = 1;		     /* depth 1 */
 	struct trie_node *nodes[V];
 	put_all_twice(&t, &(struct keyset){0, 0, k}, V, nodes);
+	region_destroy(&r);
+}
+END_TEST
+
+/* The profile kind is part of the key: the same thread and pcs recorded for two kinds
+ * (a CPU sample and, say, an allocation at the same place) are two nodes, each keeping
+ * its kind and its own values. */
+START_TEST(test_same_stack_of_two_kinds_is_two_nodes)
+{
+	struct region r;
+	struct stack_trie t;
+	setup(&r, &t, MIB);
+	const uintptr_t pcs[3] = {0x1000, 0x2000, 0x3000};
+	const uint16_t other = PROFILE_KINDS; /* any other kind: the trie reads no table */
+	bool ins_a, ins_b, ins_again;
+	struct trie_node *a = trie_put(&t, PROFILE_CPU, 77, pcs, 3, &ins_a);
+	struct trie_node *b = trie_put(&t, (enum profile_kind)other, 77, pcs, 3, &ins_b);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert(ins_a && ins_b);
+	ck_assert_ptr_ne(a, b);
+	ck_assert_uint_eq(a->kind, PROFILE_CPU);
+	ck_assert_uint_eq(b->kind, other);
+	ck_assert_ptr_eq(trie_put(&t, (enum profile_kind)other, 77, pcs, 3, &ins_again), b);
+	ck_assert(!ins_again);
+	ck_assert_uint_eq(trie_count(&t), 2);
+	atomic_fetch_add(&a->values[1], 5);
+	ck_assert_uint_eq(atomic_load(&b->values[1]), 0);
 	region_destroy(&r);
 }
 END_TEST
@@ -411,8 +439,8 @@ static void *worker_main(void *arg)
 			if (!node_has_key(node, &k) || (rep > 0 && node != w->nodes[i]))
 				w->mismatches++;
 			w->nodes[i] = node;
-			atomic_fetch_add_explicit(&node->samples, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&node->cpu_ns, i + 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&node->values[0], 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&node->values[1], i + 1, memory_order_relaxed);
 		}
 	}
 	return NULL;
@@ -458,12 +486,12 @@ START_TEST(test_concurrent_puts_of_the_same_stacks_make_one_node_each)
 			if (w[i].nodes[s] != node)
 				ck_abort_msg("stack %zu: thread 0 got %p, thread %d got %p", s,
 					     (void *)node, i, (void *)w[i].nodes[s]);
-		if (node->samples != THREADS * repeats ||
-		    node->cpu_ns != THREADS * repeats * (s + 1))
+		if (node->values[0] != THREADS * repeats ||
+		    node->values[1] != THREADS * repeats * (s + 1))
 			ck_abort_msg("stack %zu: expected samples %zu cpu %zu, saw %llu %llu", s,
 				     THREADS * repeats, THREADS * repeats * (s + 1),
-				     (unsigned long long)node->samples,
-				     (unsigned long long)node->cpu_ns);
+				     (unsigned long long)node->values[0],
+				     (unsigned long long)node->values[1]);
 	}
 	check_holds_exactly(&t, w[0].nodes, nstacks);
 	for (int i = 0; i < THREADS; i++)
@@ -528,7 +556,7 @@ START_TEST(test_concurrent_disjoint_puts_are_all_found_and_walks_see_whole_nodes
 			bool inserted = true;
 			make_key(&k, 10 + i, s, 48);
 			struct trie_node *node = put(&t, &k, &inserted);
-			if (node != w[i].nodes[s] || inserted || node->samples != 1)
+			if (node != w[i].nodes[s] || inserted || node->values[0] != 1)
 				ck_abort_msg("thread %u stack %zu: expected node %p, saw %p", i, s,
 					     (void *)w[i].nodes[s], (void *)node);
 			all[i * nstacks + s] = node;
@@ -548,6 +576,7 @@ static Suite *stack_trie_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_put_gives_one_stable_node_per_stack);
 	tcase_add_test(tc, test_keys_differing_in_one_field_only_are_distinct);
+	tcase_add_test(tc, test_same_stack_of_two_kinds_is_two_nodes);
 	tcase_add_test(tc, test_reset_forgets_every_node_and_restarts_ids);
 	tcase_add_test(tc, test_deep_trie_of_many_stacks_finds_every_stack);
 	tcase_add_test(tc, test_colliding_hashes_are_told_apart_by_the_full_key);

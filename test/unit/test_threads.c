@@ -88,8 +88,8 @@ static void sum_tid(const struct trie_node *n, void *arg)
 	struct credit *c = arg;
 	if (n->tid != c->tid || (c->leaf && (n->npcs == 0 || n->pcs[0] != c->leaf)))
 		return;
-	c->cpu_ns += atomic_load(&n->cpu_ns);
-	c->samples += atomic_load(&n->samples);
+	c->cpu_ns += atomic_load(&n->values[1]);
+	c->samples += atomic_load(&n->values[0]);
 }
 
 static struct credit credited(pid_t tid, uintptr_t leaf)
@@ -291,10 +291,19 @@ START_TEST(test_sampled_thread_keeps_its_name_until_uploaded)
 	char name[THREAD_NAME_MAX];
 	ck_assert(threads_name(j.tid, name));
 	ck_assert_str_eq(name, "keep-me");
-	/* The upload that serializes its samples reaps afterwards: forgotten then. */
+	/* The upload takes the names (a snapshot), then reaps: the snapshot keeps the
+	 * ended thread's name, the registry forgets it. */
+	struct thread_names snap;
+	threads_snapshot_names(&snap);
+	ck_assert_ptr_nonnull(thread_names_find(&snap, j.tid));
+	ck_assert_str_eq(thread_names_find(&snap, j.tid), "keep-me");
+	ck_assert_ptr_null(thread_names_find(&snap, -1));
 	threads_reap();
 	ck_assert(!threads_name(j.tid, name));
 	ck_assert_uint_eq(threads_registered(), 0);
+	ck_assert_str_eq(thread_names_find(&snap, j.tid), "keep-me");
+	thread_names_free(&snap);
+	ck_assert_ptr_null(thread_names_find(&snap, j.tid));
 }
 END_TEST
 
