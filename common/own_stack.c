@@ -5,6 +5,7 @@
 #include "own_stack.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -43,4 +44,27 @@ int own_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes)
 void own_stack_release(struct own_stack *s)
 {
 	s->in_use = false;
+}
+
+int own_thread_create(struct own_stack *s, size_t bytes, own_thread_create_fn create, pthread_t *t,
+		      void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	int rc = own_stack_attr(s, &attr, bytes);
+	if (rc != 0) {
+		pthread_attr_destroy(&attr);
+		return rc;
+	}
+	/* The new thread inherits the creator's mask: every signal blocked, then the
+	 * creator's mask back. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = create(t, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc != 0)
+		own_stack_release(s);
+	return -rc;
 }

@@ -9,6 +9,10 @@
  * thread forever. A stack we map ourselves carries a descriptor no application handle
  * can name.
  *
+ * own_thread_create is the one way the profiler starts a thread: on its own stack, with
+ * every signal blocked (the application's signals go to its own threads, and no
+ * profiling signal lands in ours).
+ *
  * Context: normal context only (the thread that creates or joins). A fork child may
  * reuse the stack of a thread of ours that is not in it (own_stack_after_fork).
  */
@@ -30,6 +34,16 @@ int own_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes);
 
 /* The thread on it was joined (or never started): the stack may serve again. */
 void own_stack_release(struct own_stack *s);
+
+/* libc's pthread_create, or one that behaves like it (never an application's wrapper,
+ * which may take locks of its own). */
+typedef int (*own_thread_create_fn)(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+				    void *arg);
+
+/* Starts fn(arg) on a thread of its own, on s (bytes: the stack's size), every signal
+ * blocked in it, created by create. 0, or a negative errno (s is then free again). */
+int own_thread_create(struct own_stack *s, size_t bytes, own_thread_create_fn create, pthread_t *t,
+		      void *(*fn)(void *), void *arg);
 
 /* Fork child: the thread that ran on it is not in this process. No system call. */
 static inline void own_stack_after_fork(struct own_stack *s)

@@ -400,35 +400,21 @@ static void *uploader_main(void *arg)
 
 static int spawn_thread(void)
 {
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
 	/* Joinable: uploader_quiesce must know the thread is gone, its last system call
-	 * made. Otherwise it ends only with the process, which needs no join. */
-	/* A stack of ours (common/own_stack.h), of our size, not the application's
-	 * default (agent/unwind/modules.h). Not MADV_WIPEONFORK: a fork child reuses it as it
+	 * made. Otherwise it ends only with the process, which needs no join. A stack of
+	 * ours (common/own_stack.h), of our size, not the application's default
+	 * (agent/unwind/modules.h). Not MADV_WIPEONFORK: a fork child reuses it as it
 	 * inherited it, a copy-on-write page for the descriptor, no zero-fill. */
-	int src = own_stack_attr(&ctl.stack, &attr, PROFILER_THREAD_STACK_BYTES);
-	if (src != 0) {
-		pthread_attr_destroy(&attr);
-		return src;
-	}
-	/* Block every signal in the new thread: the app's signals go to its own threads. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_t t;
-	int rc = up_create(&t, &attr, uploader_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (rc != 0)
-		own_stack_release(&ctl.stack);
+	int rc = own_thread_create(&ctl.stack, PROFILER_THREAD_STACK_BYTES, up_create, &t,
+				   uploader_main, NULL);
 	if (rc == 0) {
 		ctl.thread = t;
 		ctl.joinable = true;
 		ctl.running = true;
 		atomic_store_explicit(&thread_spawned, true, memory_order_relaxed);
 	}
-	return -rc;
+	return rc;
 }
 
 int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_create_fn create)

@@ -26,10 +26,10 @@
 
 #include "agent/store/profile.h"
 #include "common/config.h"
+#include "common/own_stack.h"
 
 /* The real pthread_create (the preload layer interposes the public one). */
-typedef int (*thread_create_fn)(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
-				void *arg);
+typedef own_thread_create_fn thread_create_fn;
 
 struct uploader_stats {
 	uint64_t profiles_exported; /* profiles every exporter accepted */

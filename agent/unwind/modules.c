@@ -596,28 +596,13 @@ int modules_start(modules_thread_create_fn create)
  * not run inside the writer side of the grace scheme. */
 static int start_own_thread(modules_thread_create_fn create)
 {
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	int src = own_stack_attr(&ctl_stack, &attr, PROFILER_THREAD_STACK_BYTES);
-	if (src != 0) {
-		pthread_attr_destroy(&attr);
-		pthread_mutex_lock(&ctl_lock);
-		ctl_running = false;
-		pthread_mutex_unlock(&ctl_lock);
-		return src;
-	}
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = create(&ctl_thread, &attr, modules_thread, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	int rc = own_thread_create(&ctl_stack, PROFILER_THREAD_STACK_BYTES, create, &ctl_thread,
+				   modules_thread, NULL);
 	if (rc != 0) {
-		own_stack_release(&ctl_stack);
 		pthread_mutex_lock(&ctl_lock);
 		ctl_running = false;
 		pthread_mutex_unlock(&ctl_lock);
-		return -rc;
+		return rc;
 	}
 	own_thread = true;
 	return 0;

@@ -26,6 +26,7 @@
 #ifndef DDPROF_AGENT_MODULES_H
 #define DDPROF_AGENT_MODULES_H
 
+#include "common/own_stack.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -56,8 +57,8 @@ void modules_exit(unsigned slot);
 /* async-signal-safe. The segment holding pc, or NULL. */
 const struct module_entry *module_map_find(const struct module_map *m, uintptr_t pc);
 
-typedef int (*modules_thread_create_fn)(pthread_t *t, const pthread_attr_t *attr,
-					void *(*fn)(void *), void *arg);
+/* libc's pthread_create (common/own_stack.h). */
+typedef own_thread_create_fn modules_thread_create_fn;
 
 /* The stack every profiler thread is created with (reserved, it touches tens of KiB):
  * not the application's default, which it may have made small
