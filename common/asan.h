@@ -13,7 +13,7 @@
  * thread that reuses a cached stack finds the redzones of frames that were live on it
  * still poisoned. It happens in fork children that start their uploader: glibc hands
  * the new thread the stack of the parent's uploader thread, which was inside a call at
- * the fork, and ASan reported a stack-buffer-underflow in our own correct code
+ * the fork, and ASan then reports a stack-buffer-underflow in our own correct code
  * (pprof_build's memset, elf_image_open).
  * Context: asan_thread_forget_stack is the first call of each of our threads.
  */

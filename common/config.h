@@ -23,8 +23,8 @@
 
 #define CONFIG_DEFAULT_CPU_HZ 99
 #define CONFIG_MIN_CPU_HZ 1
-/* Above 10 kHz the handler's cost dominates and the kernel tick (250 Hz here) can't
- * deliver that rate anyway: samples would only be weighted by overruns. */
+/* Above 10 kHz the handler's cost dominates and the kernel tick (CONFIG_HZ, 100 to
+ * 1000 Hz) can't deliver that rate anyway: samples would only be weighted by overruns. */
 #define CONFIG_MAX_CPU_HZ 10000
 #define CONFIG_DEFAULT_UPLOAD_PERIOD_NS (60ULL * 1000000000ULL)
 /* Shorter periods would spend more time serializing than sampling. */

@@ -3,8 +3,8 @@
  *
  * Owns: one inline helper for the constructor's few number reads (/proc fields, the
  * kernel and glibc versions, thread ids). strtol/atoi read glibc's locale tables:
- * pages that a process which never parses a number would not touch, each a fault at
- * start-up on the virtual machines we run on.
+ * pages that a process which never parses a number would not touch, each a page fault
+ * at start-up.
  * Context: any, including async-signal context (no state, no calls).
  */
 #ifndef DDPROF_COMMON_DIGITS_H

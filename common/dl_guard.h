@@ -2,16 +2,16 @@
  * dl_guard.h - keeps fork() out of the profiler's own dlopen and dlclose calls.
  *
  * Why: glibc's fork does not take the lock of the exit-handler list, which dlclose
- * holds while it runs the unloaded libraries' __cxa_finalize. A fork in that window gave
- * a child that hung in exit() (seen: a fork storm while the uploader unloaded libdw).
- * The uploader unloads libdw and zlib under this lock, and the fork prepare handler
- * takes it, so a fork waits for at most one dlclose (~0.1 ms: unmapping, no disk or
- * network I/O), and at most 50 ms whatever happens. dlopen too (dl_guard_dlopen): a fork
- * in the middle of the uploader's dlopen gave children whose link map held a library
- * half relocated, which crashed when the child loaded it again (seen: 1 fork storm
- * child in 2000 died in dwfl_begin, jumping to an unrelocated GOT slot). The libraries
- * are in the page cache after the first load, so the wait is the loader's memory work
- * (~1 ms); past 50 ms the fork goes ahead as it did before.
+ * holds while it runs the unloaded libraries' __cxa_finalize. A fork in that window
+ * gives a child that hangs in exit() (a fork storm while the uploader unloads libdw can
+ * hit it). The uploader unloads libdw and zlib under this lock, and the fork prepare
+ * handler takes it, so a fork waits for at most one dlclose (short: unmapping, no disk
+ * or network I/O), and at most 50 ms whatever happens. dlopen too (dl_guard_dlopen): a
+ * fork in the middle of the uploader's dlopen gives children whose link map holds a
+ * library half relocated, which crash when the child loads it again (a fork storm
+ * child can die in dwfl_begin, jumping to an unrelocated GOT slot). The libraries are
+ * in the page cache after the first load, so the wait is the loader's memory work;
+ * past 50 ms the fork goes ahead without the guard.
  * The lock lives on the fork-local page when there is one (agent/sample/fork_local.h): the
  * parent's unlock after fork copies no page.
  * Context: normal context only; never a signal handler.

@@ -2,10 +2,10 @@
  * mem_populate.h - map in advance the pages of a buffer about to be written in full.
  *
  * Owns: one helper, for the big buffers the uploader thread builds (unwind tables,
- * symbol tables, pprof and gzip output). On the virtual machines we run on, a page
- * touched for the first time costs a fault of about 11 us; populated in one system call
- * (MADV_POPULATE_WRITE, Linux 5.14) it costs about 1.8 us (measured: 4 MiB written
- * after mmap, 11.1 against 1.8 us a page). Where the kernel lacks it, nothing happens.
+ * symbol tables, pprof and gzip output). A page touched for the first time costs a
+ * page fault (a trap into the kernel and back, per page); populated in one system call
+ * (MADV_POPULATE_WRITE, Linux 5.14), a buffer's pages are mapped in one pass, for a
+ * fraction of that each. Where the kernel lacks it, nothing happens.
  * Context: normal context, any thread; never a signal handler.
  */
 #ifndef DDPROF_COMMON_MEM_POPULATE_H

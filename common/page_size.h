@@ -3,7 +3,7 @@
  *
  * Owns: page_size(), nothing else. On x86-64 Linux base pages are 4 KiB, fixed by the
  * architecture; libc's sysconf sits on code and data pages of its own, and at start-up
- * each page touched costs a process a fault (10-25 us on our VMs). Elsewhere: sysconf.
+ * each page touched costs a process a page fault. Elsewhere: sysconf.
  * Context: any, including signal handlers (a constant; sysconf(_SC_PAGESIZE) reads
  * a value fixed at start-up).
  */

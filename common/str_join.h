@@ -2,8 +2,8 @@
  * str_join.h - concatenation into a fixed buffer, without snprintf.
  *
  * Owns: str_join(), nothing else. snprintf's code is several pages of libc that a
- * process which never formats would not touch; at start-up each costs a fault (10-25 us
- * on these VMs), so the constructor's paths (config, exporters) join strings with this.
+ * process which never formats would not touch; at start-up each costs a page fault, so
+ * the constructor's paths (config, exporters) join strings with this.
  * Context: any (no allocation, no locks).
  */
 #ifndef DDPROF_COMMON_STR_JOIN_H

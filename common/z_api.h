@@ -1,12 +1,13 @@
 /*
  * z_api.h - zlib loaded at run time: the functions we call.
  *
- * Owns: the one dlopen of libz.so.1 (never closed) and the function pointers resolved
- * from it. zlib is not linked: a profiled process maps it only once it serializes a
- * profile (gzip) or checks a .gnu_debuglink CRC, both on the uploader thread; a short
- * process, or a fork child that exits before its first upload, never does (start-up
- * time, and five fewer mappings for every fork to copy). <zlib.h> is included for
- * types only. When libz is missing, z_api_get returns NULL and callers fail cleanly.
+ * Owns: the dlopen of libz.so.1 (closed again by z_api_unload between uploads, where
+ * the fork guard allows it) and the function pointers resolved from it. zlib is not
+ * linked: a profiled process maps it only once it serializes a profile (gzip) or
+ * checks a .gnu_debuglink CRC, both on the uploader thread; a short process, or a fork
+ * child that exits before its first upload, never does (start-up time, and five fewer
+ * mappings for every fork to copy). <zlib.h> is included for types only. When libz is
+ * missing, z_api_get returns NULL and callers fail cleanly.
  * Context: uploader thread (and tests), one caller at a time; never a signal handler.
  */
 #ifndef DDPROF_COMMON_Z_API_H
@@ -28,7 +29,8 @@ struct z_api {
 const struct z_api *z_api_get(void);
 
 /* Unloads zlib (a fork copies every mapping of a loaded library); the next z_api_get
- * loads it again (~0.1 ms). Callers must not keep the table across it. */
+ * loads it again (a small library: cheap next to the compression that needs it).
+ * Callers must not keep the table across it. */
 void z_api_unload(void);
 
 #endif

@@ -16,6 +16,9 @@
 extern "C" {
 #endif
 
+/* Filled by ddprof_get_diagnostics. Fields are only ever appended, never moved or
+ * removed: a caller passes the size of the struct it was compiled with and gets the
+ * fields that size covers, so a program built against an older header keeps working. */
 struct ddprof_diagnostics {
 	uint64_t samples;	    /* samples in exported or serialized profiles */
 	uint64_t dropped_samples;   /* samples whose new stack exceeded the memory ceiling */
@@ -28,38 +31,38 @@ struct ddprof_diagnostics {
 	uint64_t foreign_signals;      /* profiling signals not sent by our timers */
 	uint64_t active_profile_bytes; /* memory used by the profile being filled */
 	int signal;		       /* the signal used for sampling, 0 when not running */
-	/* Added with the HTTP exporters (callers built earlier pass a smaller size).
-	 * A delivery is one profile to one exporter (file, Datadog, Pyroscope). */
+	/* Deliveries: a delivery is one profile to one exporter (file, Datadog,
+	 * Pyroscope). */
 	uint64_t uploads_ok;	  /* deliveries accepted (HTTP 2xx, file written) */
 	uint64_t uploads_failed;  /* attempts that failed, including retried ones */
 	uint64_t uploads_dropped; /* deliveries given up: out of retries or time, 4xx,
 				   * exit flush timeout (also counted in export_failures) */
 	uint64_t bytes_sent;	  /* HTTP request bytes written, all attempts */
-	/* Added with DWARF unwinding. */
+	/* DWARF unwinding and its tables. */
 	uint64_t unwind_tables;		/* loaded modules with a CFI unwind table */
 	uint64_t unwind_table_bytes;	/* memory of those tables */
-	uint64_t unwind_table_build_ns; /* time the module thread spent building them */
+	uint64_t unwind_table_build_ns; /* time the profiler spent building them */
 	uint64_t stacks_unwound;	/* stacks walked by the DWARF unwinder */
 	uint64_t stacks_incomplete;	/* of them, not ending in a root frame ([incomplete]) */
 	uint64_t unwind_fp_fallbacks;	/* frames found by frame pointers (no table for pc) */
-	/* Added with late timers: a thread the application creates gets its timer from
-	 * the profiler's thread once it has lived 1 ms (shorter ones never need one). */
+	/* Timers armed late: a thread the application creates gets its timer from the
+	 * profiler's thread once it has lived 1 ms (shorter ones never need one). */
 	uint64_t timers_armed_late; /* timers armed that way */
-	/* Added with the unwind table cache (DD_PROFILING_UNWIND_CACHE_DIR). */
+	/* The unwind table cache (DD_PROFILING_UNWIND_CACHE_DIR). */
 	uint64_t unwind_cache_hits;	/* tables loaded from it instead of built */
 	uint64_t unwind_cache_stored;	/* tables this process wrote to it */
 	uint64_t unwind_cache_failures; /* files refused, tables it could not write */
-	/* Added with the late uploader thread (it starts at the process's first need). */
-	uint64_t uploader_started; /* 1 once this process's uploader thread started */
-	uint64_t sandbox_skips;	   /* work skipped under a seccomp filter the application
-				    * installed: threads left unsampled, thread starts and
-				    * exit flushes not made (see README) */
-	uint64_t app_signals;	   /* signals of the sampling number not from our timers
-				    * that ran the application's own handler */
-	uint64_t boot_cfi_frames;  /* frames unwound from a module's CFI in memory,
-				    * before its table was built */
-	uint64_t signal_lost;	   /* 1 once the application took the sampling signal
-				    * without libc (raw rt_sigaction): sampling stopped */
+	uint64_t uploader_started;	/* 1 once this process's uploader thread started
+					 * (at the process's first need, not at start-up) */
+	uint64_t sandbox_skips;		/* work skipped under a seccomp filter the application
+					 * installed: threads left unsampled, thread starts and
+					 * exit flushes not made (see README) */
+	uint64_t app_signals;		/* signals of the sampling number not from our timers
+					 * that ran the application's own handler */
+	uint64_t boot_cfi_frames;	/* frames unwound from a module's CFI in memory,
+					 * before its table was built */
+	uint64_t signal_lost;		/* 1 once the application took the sampling signal
+					 * without libc (raw rt_sigaction): sampling stopped */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

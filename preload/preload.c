@@ -114,7 +114,7 @@ __attribute__((section("ddprof_trampoline"))) static void *thread_trampoline(voi
 	}
 	/* However the thread ends (return, pthread_exit, cancellation), thread_end runs.
 	 * A cleanup handler, not a pthread key destructor: glibc walks every key slot of
-	 * a thread that set one (callgrind: ~770 instructions less per thread). root:
+	 * a thread that set one, at its exit, a cost every thread would pay. root:
 	 * where the CPU of a thread that ends unsampled goes, its start routine called
 	 * from this frame (built with a frame pointer) and this frame's callers. */
 	struct sampler_thread_root root = {
@@ -166,11 +166,12 @@ DDPROF_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void 
 
 /*
  * Samples during our fork handlers are harmless: the handler takes no lock and writes
- * only lock-free state, and in the child the timer is armed last. One exception, where prepare
- * blocks the sampling signal until the parent and child handlers ran (a system call in each,
- * costing more than its instructions on a VM): kernels before 5.0 restart a fork when a signal
- * arrives during it (the memory copy is thrown away): with the thread's CPU timer running through
- * the fork's kernel work, a fork longer than the period would never finish (always_block_for_fork).
+ * only lock-free state, and in the child the timer is armed last. One exception, where
+ * prepare blocks the sampling signal until the parent and child handlers ran (a system
+ * call in each, which other forks do without): kernels before 5.0 restart a fork when a
+ * signal arrives during it (the memory copy is thrown away): with the thread's CPU timer
+ * running through the fork's kernel work, a fork longer than the period would never
+ * finish (always_block_for_fork).
  * fork_unblock: this thread's prepare blocked it (it was not blocked before), written
  * only when it changes. forks_blocking counts such forks in flight: a fork child reads
  * its TLS only when it is not 0, and otherwise touches one page less.
@@ -276,7 +277,7 @@ FORK_CHILD_PATH static void atfork_child(void)
 	/* A fresh profile: the parent's samples are the parent's to upload. */
 	/* Start time 0: the uploader takes the process's start time when it first needs
 	 * it (uploader.c). A clock read here would cost every child more pages touched
-	 * (the read's stack or the vDSO's), the dearest thing in a fork on a VM. */
+	 * (the read's stack or the vDSO's), a page fault each. */
 	profiles_reinit_after_fork(profiles, 0);
 	threads_atfork_child();
 	thread_start_after_fork();
@@ -284,8 +285,9 @@ FORK_CHILD_PATH static void atfork_child(void)
 	uploader_atfork_child();
 	restore_signal_mask_child();
 	app_signals_after_fork_child(threads_fork_child_pid());
-	/* Last: from here on samples may land (see child_unblock). Not under a seccomp
-	 * filter: a timer is a new kind of system call (agent/sample/sandbox.h). */
+	/* Last: from here on samples may land (harmless: see always_block_for_fork). Not
+	 * under a seccomp filter: a timer is a new kind of system call
+	 * (agent/sample/sandbox.h). */
 	if (!sandbox_thread_active())
 		threads_atfork_child_arm();
 	else
@@ -406,8 +408,8 @@ __attribute__((constructor)) static void ddprof_init(void)
 	uploader_place_lock();
 	dl_guard_place(fork_local_alloc(sizeof(pthread_mutex_t)));
 	/* A seccomp filter may kill us on process_vm_readv: only the stack is read directly
-	 * until the first module refresh has checked for one (/proc/self/status costs
-	 * /bin/true 4% of its run time here). */
+	 * until the first module refresh has checked for one (reading /proc/self/status
+	 * would be a noticeable share of a short program's start-up: BENCHMARKS.md). */
 	unwind_set_guarded_reads(false);
 	int signo = sampler_init(profiles, period_ns, cfg.signal, unwind_dwarf);
 	if (signo < 0) {
@@ -428,9 +430,9 @@ __attribute__((constructor)) static void ddprof_init(void)
 	 * now on, before the scan, so no thread is missed (one seen twice is armed once). */
 	atomic_store_explicit(&agent_running, true, memory_order_release);
 	bool is_main = getpid() == sampler_gettid();
-	/* The main thread's CPU before its timer: 4 ms for a small program on these
-	 * machines (the exec's and the loader's page faults), 1% of a 0.4 s run. One system
-	 * call (the vDSO does not serve CPU clocks). */
+	/* The main thread's CPU before its timer (the exec's and the loader's page faults,
+	 * earlier constructors): enough to matter in a short run's total. One system call
+	 * (the vDSO does not serve CPU clocks). */
 	struct timespec pre;
 	if (is_main && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pre) == 0) {
 		uint64_t ns = timespec_ns(&pre);
@@ -468,7 +470,7 @@ FORK_CHILD_PATH __attribute__((destructor)) static void ddprof_fini(void)
 
 /* The library's DT_FINI (the link's -Wl,-fini): nothing to do, on the fork path's code
  * pages. crti's _fini, the default, does nothing either, but alone on a page at the end
- * of .text: every fork child that exits took a page fault for it (perf, minor-faults). */
+ * of .text: every fork child that exits would take a page fault for it. */
 void ddprof_dt_fini(void);
 FORK_CHILD_PATH __attribute__((used)) void ddprof_dt_fini(void)
 {

@@ -5,8 +5,8 @@
  * functions the HTTP exporters call, resolved into one table, and curl_global_init.
  * Why dlopen: libddprof is injected into every process; linking -lcurl would load
  * libcurl, OpenSSL and their dependencies into each of them at start-up, including
- * processes that never upload or live a few milliseconds (invariant 7). <curl/curl.h>
- * is included for types and constants only.
+ * processes that never upload or live a few milliseconds. <curl/curl.h> is included
+ * for types and constants only.
  * Context: the uploader thread only, and only when a profile is about to be sent. In a
  * fork child the table stays valid (same mappings); only handles are per thread.
  * curl_global_cleanup is never called: the application may use libcurl too.

@@ -1,7 +1,7 @@
 /*
  * export_datadog.c - Datadog agent and agentless exporters (see export_datadog.h).
  *
- * Context: uploader thread (prepare), uploader_start (creation). The fields filled at
+ * Context: uploader thread (prepare; creation: export_set_make). The fields filled at
  * the first profile (host, container id) are published with a release store of
  * `identity_ready` and read after an acquire load of it, so a fork child whose copy
  * was taken mid-way reads either all of them or none (and then fills them itself).

@@ -12,7 +12,7 @@
  *    agentless URLs, so it never travels in clear.
  *  - Host name and container id are read once, on the uploader thread at the first
  *    profile (not in the constructor).
- * Context: uploader thread only (creation from uploader_start). The helpers below are
+ * Context: uploader thread only (creation from export_set_make). The helpers below are
  * pure and exposed for the unit tests.
  */
 #ifndef DDPROF_UPLOADER_EXPORT_DATADOG_H

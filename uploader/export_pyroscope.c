@@ -1,7 +1,7 @@
 /*
  * export_pyroscope.c - Grafana Pyroscope exporter (see export_pyroscope.h).
  *
- * Context: uploader thread (prepare); uploader_start (creation). The series name and
+ * Context: uploader thread (prepare; creation: export_set_make). The series name and
  * headers depend only on the configuration and are built at creation; the URL (from,
  * until) and body are rebuilt for each profile.
  */

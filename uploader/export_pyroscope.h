@@ -13,7 +13,7 @@
  *    lose the characters of the name syntax ("{},=") to '_'.
  *  - from/until: whole Unix seconds, rounded down, as the Pyroscope SDKs send them, so
  *    one profile's until equals the next one's from.
- * Context: uploader thread only (creation from uploader_start). The helpers below are
+ * Context: uploader thread only (creation from export_set_make). The helpers below are
  * pure and exposed for the unit tests.
  */
 #ifndef DDPROF_UPLOADER_EXPORT_PYROSCOPE_H

@@ -34,8 +34,8 @@ void export_client_init(struct export_client *c)
 }
 
 /* Made by the uploader thread, not in the constructor: their memory is the only heap a
- * short program would otherwise owe us (malloc's set-up costs /bin/true ~4% of its run
- * time on these machines). */
+ * short program would otherwise owe us (malloc's set-up is a noticeable share of a short
+ * program's start-up: BENCHMARKS.md, Start-up). */
 void export_set_make(const struct config *cfg, pthread_mutex_t *lock)
 {
 	if (made)
@@ -142,7 +142,7 @@ FORK_CHILD_PATH void export_set_atfork_child(void)
 {
 	/* The warning rate limiters are kept: a fork storm warns like one process. The
 	 * exporters are on the heap: read and written only when a send was in flight
-	 * (each page a child touches costs it a fault on these virtual machines). */
+	 * (each page a child touches costs it a page fault). */
 	if (!atomic_load_explicit(&sends_in_flight, memory_order_relaxed))
 		return;
 	/* The parent's thread may have been inside libcurl or its TLS library, whose locks

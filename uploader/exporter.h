@@ -6,11 +6,11 @@
  *  - HTTP (Datadog agent, agentless, Pyroscope): prepare() describes one request (URL,
  *    headers, multipart body) and http_send.c sends every exporter's request side by
  *    side, with retries, within the period.
- * Exporters are made once by uploader_start (configuration only: no I/O, no libcurl)
- * and never change afterwards except for what prepare() fills for the profile at hand,
- * their warning rate limiter and the uploader's in-flight/unresponsive marks, so a fork
- * child can go on using them.
- * Context: uploader thread only (creation: uploader_start, in the constructor).
+ * Exporters are made once, by export_set_make as the uploader thread starts
+ * (configuration only: no I/O, no libcurl), and never change afterwards except for what
+ * prepare() fills for the profile at hand, their warning rate limiter and the
+ * uploader's in-flight/unresponsive marks, so a fork child can go on using them.
+ * Context: uploader thread only (creation included: export_set_make).
  */
 #ifndef DDPROF_UPLOADER_EXPORTER_H
 #define DDPROF_UPLOADER_EXPORTER_H

@@ -9,9 +9,9 @@
  * process (TLS, LDAP, Kerberos, SSH, RTMP, GnuTLS, p11-kit...): about 170 more memory
  * mappings, which every fork() of the application then copies, and library
  * destructors and exit handlers that every fork child runs at exit(), touching (so
- * copying) pages shared with its parent. Measured with a 1 s upload period: forks of a
- * process that had uploaded once ran at 0.06x of the rate without the agent. A POST
- * with a known Content-Length and "Connection: close" is small enough to own.
+ * copying) pages shared with its parent: once a process had uploaded, each of its forks
+ * would cost many times what it costs without the agent. A POST with a known
+ * Content-Length and "Connection: close" is small enough to own.
  * Non-blocking: the caller polls http_plain_fd for http_plain_events and calls
  * http_plain_step, so several requests run side by side and deadlines are kept.
  * Name resolution (getaddrinfo) blocks, so its answers are cached for a minute (and

@@ -67,7 +67,7 @@ enum {
 };
 
 #define GZIP_WINDOW_BITS (15 + 16) /* 32 KiB window, gzip header */
-#define GZIP_LEVEL 6 /* zlib's default: ~3x smaller than level 1 on pprof, still fast */
+#define GZIP_LEVEL 6		   /* zlib's default: smaller than level 1 on pprof, still fast */
 #define GZIP_MEM_LEVEL 8
 #define GZIP_CHUNK 65536
 

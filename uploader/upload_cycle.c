@@ -26,7 +26,8 @@
 #include "uploader/upload_stats.h"
 
 /* A process's only profile, made at its exit after less CPU than this: named without
- * DWARF (~50 ms saved on its exit, 5% of this much CPU). */
+ * DWARF, whose decompression would add a noticeable share to so little CPU, all of it
+ * in the exit (agent/symbolize/symbolizer.h). */
 #define NAMES_ONLY_BELOW_NS (1000ULL * 1000000ULL)
 
 /* CPU time of the uploader thread already put in a profile as "[profiler]". */
@@ -128,8 +129,8 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		ctx->between_steps();
 		symbolizer_refresh(ctx->sym);
 		/* The only profile of a process that lived briefly (a fork child, a shell
-		 * command): names without lines, so that its exit does not wait ~50 ms for
-		 * DWARF (agent/symbolize/symbolizer.h). */
+		 * command): names without lines, so that its exit does not wait for DWARF
+		 * to be decompressed (agent/symbolize/symbolizer.h). */
 		symbolizer_set_names_only(ctx->sym, final && export_seq == 0 &&
 							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) <
 							    NAMES_ONLY_BELOW_NS);
@@ -145,14 +146,13 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
 		 * (agent/symbolize/sym_dwarf.c), is given back after every profile: the
 		 * pc cache answers what was named before, and only a cycle with new pcs
-		 * in a module opens it again (tens of ms, once a period). Kept, it would
-		 * cost every fork of the process a copy of its page tables (a fork after
-		 * an upload ran at 0.32x of the run without the agent with it, 0.60x
-		 * without, A/B), and the idle process its memory. Its big buffers are
-		 * mmap'd chunks, unmapped when freed. No malloc_trim: it walks and locks
-		 * every arena of the application (~100 ms on a fragmented 1 GiB heap,
-		 * measured), stalling its allocations. At exit there is nothing to give
-		 * back for. */
+		 * in a module opens it again (at most once a period). Kept, it would cost
+		 * every fork of the process a copy of its page tables (the case of
+		 * BENCHMARKS.md's fork after an HTTP upload), and the idle process its memory.
+		 * Its big buffers are mmap'd chunks, unmapped when freed. No malloc_trim:
+		 * it walks and locks every arena of the application (for long on a large,
+		 * fragmented heap), stalling its allocations. At exit there is nothing to
+		 * give back for. */
 		if (!final) {
 			symbolizer_release_dwarf(ctx->sym);
 			z_api_unload();

@@ -6,7 +6,8 @@
  * the prepare handler. Why: after fork every private page of the parent is shared
  * copy-on-write with the child, and the first write to one of them (unlocking a mutex)
  * copies it and, with another thread of the process running on another CPU, sends a
- * TLB shoot-down IPI, which costs tens of microseconds per page on a virtual machine.
+ * TLB shoot-down IPI: per page, many times what the store itself costs, more still on a
+ * virtual machine.
  * The kernel neither copies nor write-protects a wipe-on-fork page at fork, so the
  * parent's unlocks stay plain stores; the child finds the page at the same address,
  * zero-filled: all-zero is PTHREAD_MUTEX_INITIALIZER in glibc, and the child handlers

@@ -7,9 +7,9 @@
  *
  * The handler's whole path: check the sender is one of our timers, read registers from
  * the ucontext, unwind within the thread's stack, weigh the sample by the timer's
- * overrun count (the kernel checks CPU timers at tick rate, 250 Hz here, so a 1 kHz
- * timer fires every 4 ms with si_overrun = 3), and record it. Nothing else: the
- * handler never runs foreign code on the interrupted thread.
+ * overrun count (the kernel checks CPU timers at its tick rate, CONFIG_HZ: with a
+ * 250 Hz tick a 1 kHz timer fires every 4 ms with si_overrun = 3), and record it.
+ * Nothing else: the handler never runs foreign code on the interrupted thread.
  */
 #include "agent/sample/sampler.h"
 #include "agent/sample/fork_local.h"
@@ -64,10 +64,10 @@ FORK_CHILD_DATA static _Atomic bool sampler_enabled;
 /*
  * Fork generation: a fork child increments it instead of resetting the forking
  * thread's state, whose TLS page it then never touches unless it samples: each page a
- * new process touches costs it a fault, and on the paravirtualized machines we run on,
- * a read as much as a write. A thread whose gen differs holds its parent's values
- * (tls_current resets them). Written only in a fork child's handler, while it is the
- * only thread (relaxed).
+ * new process touches costs it a fault, and under a hypervisor that keeps shadow page
+ * tables a read can cost as much as a write. A thread whose gen differs holds its
+ * parent's values (tls_current resets them). Written only in a fork child's handler,
+ * while it is the only thread (relaxed).
  */
 FORK_CHILD_DATA static _Atomic uint32_t fork_gen;
 /* The tid of a fork child's only thread (the forking one, whose state is stale until

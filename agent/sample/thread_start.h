@@ -7,7 +7,7 @@
  * thread attaches a malloc arena to it through the tcache, so a thread that never
  * allocates would get one from us, and every arena costs the process at every fork
  * (glibc locks and unlocks each one around it; the unlock after fork copies the arena's
- * page, with a TLB shoot-down when another thread runs: ~60 us per fork on these VMs).
+ * page, with a TLB shoot-down when another thread runs).
  * When every record is taken (that many threads created and not started yet), malloc.
  * Context: normal context (pthread_create in any application thread, the new thread's
  * start); lock-free, never a signal handler.

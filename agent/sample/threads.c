@@ -74,9 +74,9 @@ static _Atomic bool scan_done;
 FORK_CHILD_DATA static uint64_t rng_state; /* guarded by registry_lock */
 
 /*
- * Deferred arming. A timer costs its thread three system calls (create, set, delete:
- * 6 us on our VMs, a fifth of what creating and joining a thread costs there), and most
- * threads of a process that churns them end before their first expiry. So while the
+ * Deferred arming. A timer costs its thread three system calls (create, set, delete: a
+ * sizeable share of what creating and joining a thread costs), and most threads of a
+ * process that churns them end before their first expiry. So while the
  * uploader thread runs the service (threads_defer_arming), a new thread only registers
  * (pending), and threads_service arms the timers of threads still alive
  * THREADS_ARM_DELAY_NS after they registered. A thread that ends before has its CPU
@@ -468,7 +468,8 @@ int threads_scan_existing(void)
 {
 	/* No thread was ever created (glibc clears the flag at the first pthread_create,
 	 * and the threads of an earlier constructor could only come from there): nothing
-	 * to scan. The directory costs /bin/true ~3% of its run time on these machines. */
+	 * to scan, and reading the directory would be a noticeable share of a short
+	 * program's start-up (BENCHMARKS.md, Start-up). */
 	if (__libc_single_threaded) {
 		/* Release pairs with the acquire in threads_start_self. */
 		atomic_store_explicit(&scan_done, true, memory_order_release);
@@ -823,7 +824,7 @@ FORK_CHILD_PATH void threads_atfork_child_arm(void)
 	/* Same thread, same stack: the cached stack bounds stay right; only the tid and
 	 * the timer are new. No lock: this is the child's only thread, and the lock is
 	 * on the fork-local page, which a child that never samples then never touches
-	 * (a page fault less per child on these virtual machines). */
+	 * (a page fault less per child). */
 	int rc = start_tid_locked(child_tid, true, false);
 	if (rc < 0)
 		log_debug("cannot arm the CPU timer in the fork child: %s", strerror(-rc));

@@ -33,9 +33,9 @@ static struct profile_pair *maps_owner;
 /*
  * A fork child's pair on the fork-local page is set up again at its first use, not in
  * the fork handler: a child that never samples, uploads or flushes (most children of
- * a fork storm or a pre-fork server) never touches that page, one fault less per
- * child on these virtual machines. The state is on the FORK_CHILD_DATA page, which the
- * child's fork handlers write anyway and the parent only reads (READY, always).
+ * a fork storm or a pre-fork server) never touches that page, one page fault less per
+ * child. The state is on the FORK_CHILD_DATA page, which the child's fork handlers
+ * write anyway and the parent only reads (READY, always).
  * PENDING: set in the fork handler; SETTING: one thread (or handler) is setting up.
  */
 enum { PAIR_READY, PAIR_PENDING, PAIR_SETTING };
@@ -66,7 +66,8 @@ static bool settle_pending(void)
 	return false;
 }
 
-/* async-signal-safe. The set-up profiles_reinit_after_fork used to do in the child. */
+/* async-signal-safe. Sets up a pair the fork wiped, at its first use in the child:
+ * what profiles_reinit_after_fork leaves pending (pending_state). */
 static void set_up_wiped(struct profile_pair *pp)
 {
 	for (int i = 0; i < 2; i++) {

@@ -12,10 +12,10 @@
  *    `first` bytes, chunk i >= 1 first << (i - 1): each new chunk doubles what is mapped,
  *    so a few chunks reach any ceiling, and a chunk's place in the logical sequence of
  *    bytes is a shift away.
- *  - Why not one reservation of the ceiling (what this was): the kernel counts reserved
- *    address space as the process's, mlockall(MCL_CURRENT) locks and populates all of
- *    it (2 x 64 MiB by default), and refuses a process whose address space exceeds
- *    RLIMIT_MEMLOCK (8 MiB by default) outright, PROT_NONE included.
+ *  - Why not one reservation of the ceiling: the kernel counts reserved address space
+ *    as the process's, mlockall(MCL_CURRENT) locks and populates all of it (2 x 64 MiB
+ *    by default), and refuses a process whose address space exceeds RLIMIT_MEMLOCK
+ *    (8 MiB by default) outright, PROT_NONE included.
  *  - No free of single allocations; region_reset frees everything at once, gives the
  *    pages back (MADV_DONTNEED) and unmaps the chunks the position never reached.
  *  - Fork: every chunk is wipe-on-fork (don't-fork on old kernels): fork copies nothing

@@ -5,8 +5,9 @@
  * count of open libdwfl sessions: dw_api_unload closes the library (and libelf, libz,
  * liblzma and libbz2 with it) when none is open, so that a process that forks does not
  * copy their 25 mappings at every fork between two uploads; the next dw_api_get loads
- * it again (~0.3 ms). The library is not linked (invariant 7 of the design: the injected library
- * stays cheap to load); <elfutils/libdwfl.h> is included for types only. The first
+ * it again (a small cost next to the symbolization that needs it). The library is not
+ * linked (the injected library stays cheap to load: a process that never symbolizes
+ * never maps it); <elfutils/libdwfl.h> is included for types only. The first
  * dw_api_get() loads it; when libdw is missing or lacks a function, every later call
  * returns NULL at once and the symbolizer falls back to libelf symbol tables.
  * Context: uploader thread only (and unit tests), one caller at a time: the state is a

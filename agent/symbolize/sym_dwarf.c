@@ -45,7 +45,8 @@ struct sym_dwarf {
 /*
  * libdw decompresses every compressed DWARF section of a file when it first reads its
  * DWARF, into the profiler's memory, and keeps it while the session lives: libc6-dbg's
- * debug file alone is 10 MB decompressed, ~16 MB of peak RSS with libdw's own tables.
+ * debug file alone is well over this budget decompressed, and libdw's own tables come
+ * on top.
  * Past this many bytes, a module is named from its symbol tables only (no files, lines
  * or inlined frames). Uncompressed DWARF is mapped from the file, not copied: it does
  * not count.

@@ -182,9 +182,9 @@ static void sort_by_addr(struct sym_entry *s, size_t n, unsigned depth)
 }
 
 /* Sorted by address, then one entry per address: the alias sym_cmp prefers. Not qsort_r
- * on sym_cmp: glibc's merge sort moved the entries through an indirect comparator and a
- * malloc'd buffer, 2.3 ms for 13k symbols (libc's with its debug file installed), paid
- * again by the exit flush of every short-lived process that was sampled. */
+ * on sym_cmp: glibc's merge sort moves the entries through an indirect comparator and a
+ * malloc'd buffer, slow on a table as large as libc's with its debug file installed, a
+ * cost paid again by the exit flush of every short-lived process that was sampled. */
 void sym_table_finish(struct sym_table *t)
 {
 	if (t->nsyms == 0)

@@ -4,14 +4,13 @@
  * Owns: a sorted array of (address, size, name) built once per module from its symbol
  * tables (libdwfl's view, which includes separate debug files, or libelf's .symtab and
  * .dynsym), then read with a binary search: O(log n) per lookup, where libdwfl's own
- * dwfl_module_addrinfo scans every symbol (~0.3 ms a lookup in libc with its debug
- * symbols).
+ * dwfl_module_addrinfo scans every symbol (slow on a module with many, such as libc
+ * with its debug symbols).
  *  - One name per address. Aliases are resolved much as perf does, so a function has
  *    the name people know: sized symbols before sizeless ones, global and weak (one
  *    rank, unlike perf) before local, then the fewest leading underscores, then the
- *    shortest name, then byte order (deterministic). E.g. glibc's clone3 over __clone3, clone over
- * __clone,
- *    __libc_start_main over __libc_start_main_impl.
+ *    shortest name, then byte order (deterministic). E.g. glibc's clone3 over
+ *    __clone3, clone over __clone, __libc_start_main over __libc_start_main_impl.
  *  - Symbol versions are dropped from names ("pthread_create@@GLIBC_2.34" ->
  *    "pthread_create").
  *  - Not a general symbol table: functions only, no removal, no nesting (a symbol

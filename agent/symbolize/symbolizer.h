@@ -75,8 +75,9 @@ int symbolizer_refresh(struct symbolizer *s);
 void symbolizer_release_dwarf(struct symbolizer *s);
 /* On: misses are named from the symbol tables only (the separate debug file's
  * included), without DWARF's files, lines and inlined frames, whose sections a first
- * use decompresses (~50 ms for libc's debug info). For the last profile of a process
- * that holds little: a short-lived fork child must not spend that long in its exit.
+ * use decompresses (long, for a debug file as large as libc's). For the last profile
+ * of a process that holds little: a short-lived fork child must not spend that long in
+ * its exit.
  * Such results are cached like the others: nothing symbolizes after a last profile. */
 void symbolizer_set_names_only(struct symbolizer *s, bool on);
 

@@ -2,8 +2,9 @@
  * boot_cfi.c - unwind rules of the start-up modules, from their .eh_frame_hdr (see
  * boot_cfi.h).
  *
- * This file is async-signal-safe in boot_cfi_find and what it calls (agent/
- * cfi_lookup.c): plain reads of an array written before any handler could run.
+ * This file is async-signal-safe in boot_cfi_find and what it calls
+ * (agent/unwind/cfi_lookup.c): plain reads of an array written before any handler
+ * could run.
  * boot_cfi_init runs in normal context (the constructor).
  */
 #include "agent/unwind/boot_cfi.h"

@@ -2,11 +2,13 @@
  * boot_cfi.h - unwind rules of the modules loaded at start-up, read straight from their
  * .eh_frame_hdr, for the walks made before their tables are built.
  *
- * Why: tables are built by the uploader thread, and a process starts that thread only
- * at its first need (uploader.h): often its first sample at a safe point, which only a
- * walk complete by CFI can show (agent/hijack.h). Until the tables come, the unwinder
- * asks this module (agent/unwind/cfi_lookup.h: a binary search and one FDE decoded per frame,
- * a few microseconds a walk instead of ~0.1), so the first samples walk like later ones.
+ * Why: tables are built by the uploader thread, which a process starts only at its
+ * first need (uploader.h), and then a second late when this module covers the start-up
+ * modules (modules.c, START_DELAY_BOOT_CFI_NS), so that a short program never pays for
+ * tables. Until the tables come, the unwinder asks this module (agent/unwind/cfi_lookup.h:
+ * a binary search and one FDE decoded per frame, slower per walk than a table: see
+ * BENCHMARKS.md, Handler cost per sample), so the first samples are as complete as
+ * later ones.
  *
  * Owns: the list of the modules the program loaded at start-up (their executable ranges
  * and in-memory CFI), immutable once made, so a handler reads it without any grace

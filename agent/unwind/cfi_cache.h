@@ -4,15 +4,16 @@
  *
  * Owns: one directory of table files (DD_PROFILING_UNWIND_CACHE_DIR) and their names
  * (the format of a file: cfi_cache_file.h).
- * Building the table of libc costs each new process ~5 ms of CPU on the uploader thread,
- * in the first milliseconds, while the application starts; an exec-heavy workload (a
+ * Building the table of libc costs each new process milliseconds of CPU on the uploader
+ * thread, early, while the application starts (BENCHMARKS.md); an exec-heavy workload (a
  * build, a shell script, a pre-fork server restarted often) pays it in every process.
  * A table loaded from the cache is two opens (directory, file), two fstats and a few
  * reads into memory of our own: never a mapping of the file, since the signal handler
  * reads tables and a mapped file can be truncated under it (SIGBUS) or live on a slow
- * network file system. Only tables of CFI_CACHE_MIN_BYTES or more are kept: smaller
- * ones (ld.so: 28 KiB, 0.3 ms) build faster than they load (0.5 ms: a mapping, a read,
- * its page faults); libc (332 KiB) builds in 4-12 ms and loads in 0.7 ms.
+ * network file system. Only tables of CFI_CACHE_MIN_BYTES or more are kept: a load has
+ * a fixed cost (the opens, the reads, the page faults of our copy), more than building
+ * a small table (ld.so's) takes, while a large one (libc's) takes several times longer
+ * to build than to load.
  *
  * A file is named for its module's path and identity (device, inode, size, mtime and
  * ctime: a rewritten file has a new ctime) and holds them again in its header, with the

@@ -25,9 +25,9 @@
 /*
  * Makes room for at least one more row: rows[n..populated) is then allocated and mapped
  * (populated > n). False (b->err set) on ENOMEM. Rows are written one by one: the next
- * ones are mapped in one go (common/mem_populate.h: libc's table alone is ~100 pages,
- * most of the start-up's faults), a bounded step ahead, never memory that will not be
- * written.
+ * ones are mapped in one go (common/mem_populate.h: a large table such as libc's spans
+ * many pages, each a fault when touched one by one), a bounded step ahead, never memory
+ * that will not be written.
  */
 static bool make_room(struct row_buf *b)
 {

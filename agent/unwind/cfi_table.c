@@ -76,8 +76,8 @@ static uint32_t order_chunks(struct row_buf *b)
  * b->rows): keeps the last row of each pc (a real row over an end marker), turns end
  * markers into CFI_NONE rows, merges neighbours with equal rules and drops leading
  * "no rule" rows. Returns the number written. Straight into the table's final memory:
- * on these VMs each page a build touches first costs 10-25 us, and libc's table is
- * ~85 pages (a sorted copy in between was one more table's worth).
+ * each page a build touches first costs a page fault, and a large table (libc's) spans
+ * many pages; a sorted copy in between would touch one more table's worth.
  */
 static size_t finish_rows(const struct row_buf *b, struct cfi_row *dst)
 {
@@ -273,8 +273,8 @@ int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 	memset(secs, 0, sizeof(secs));
 	for (int slot = 0; slot < 2; slot++) {
 		struct elf_section sec;
-		/* A compressed .debug_frame is not inflated: skipped, as before. lld
-		 * types .eh_frame SHT_X86_64_UNWIND, GNU ld SHT_PROGBITS: any type. */
+		/* A compressed .debug_frame is not inflated: skipped. lld types
+		 * .eh_frame SHT_X86_64_UNWIND, GNU ld SHT_PROGBITS: any type. */
 		if (!elf_image_section(&im, names[slot], slot == 0 ? 0 : SHT_PROGBITS, &sec) ||
 		    sec.len == 0 || (sec.flags & SHF_COMPRESSED))
 			continue;

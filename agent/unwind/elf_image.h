@@ -6,11 +6,12 @@
  * and every bounds check on what the headers say: offsets, sizes and names are trusted
  * only once they fall inside the bytes. Section data is returned as it is in the file
  * (compressed sections are reported as such, not inflated).
- * Why not libelf: the module thread builds unwind tables 1 ms after start in every
- * profiled process; linking libelf for these few headers made every process map it
- * (start-up time, and five more mappings for every fork to copy), and libelf's
- * allocations gave that thread its own malloc arena, which glibc locks around every
- * fork. libelf stays for the symbolizer, loaded with libdw when a profile is uploaded.
+ * Why not libelf: unwind tables are built early in every profiled process that lives
+ * long enough (modules.c, START_DELAY_NS); linking libelf for these few headers would
+ * make every process map it (start-up time, and five more mappings for every fork to
+ * copy), and libelf's allocations would give the building thread its own malloc arena,
+ * which glibc locks around every fork. libelf stays for the symbolizer, loaded with
+ * libdw when a profile is uploaded.
  * Context: normal context (module thread, uploader thread, tests); never a signal
  * handler.
  */

@@ -47,9 +47,9 @@
 #define LOAD_POLLS 100
 /* The first scan. A process that lives a few milliseconds (a shell command) should not
  * pay for tables it never uses, nor wait at exit for work on them. Where the start-up
- * modules can be unwound from their CFI in memory (agent/unwind/boot_cfi.h: ~1 us more per
- * walk), tables only make later samples cheaper: they wait a second, so a program that
- * runs for less never builds them (~1.5 ms of CPU with a warm cache, 5-12 ms without,
+ * modules can be unwound from their CFI in memory (agent/unwind/boot_cfi.h: a slower walk,
+ * as complete), tables only make later samples cheaper: they wait a second, so a program
+ * that runs for less never builds them (milliseconds of CPU even with a warm cache,
  * taken from the application's cores in its first moments). A dlopen or dlclose scans
  * at once either way. Without boot CFI, samples walk frame pointers until the scan. */
 #define START_DELAY_NS (1 * 1000000L)

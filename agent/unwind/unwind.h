@@ -2,8 +2,8 @@
  * unwind.h - the pluggable unwinder interface and the frame-pointer unwinder.
  *
  * An unwinder turns the registers of an interrupted thread into pcs[] (leaf first).
- * The signal handler calls the one selected at start-up through unwind_stack(); a
- * DWARF CFI unwinder plugs in beside unwind_fp with the same signature.
+ * The signal handler calls the one sampler_init was given at start-up (an unwinder_fn:
+ * the preload layer passes unwind_dwarf; unwind_fp has the same signature).
  * Context: signal handler (async-signal-safe). Every memory read is bounded to
  * [sp, stack_hi) of the interrupted thread: all of it is mapped for the thread's own
  * stack, so a corrupt frame pointer ends the walk instead of faulting.

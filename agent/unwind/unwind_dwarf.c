@@ -10,10 +10,11 @@
  * at pc - 1: a call may be a function's last instruction), find its CFI row, compute
  * the CFA (SP or FP + offset, the PLT rule, or the signal frame's saved registers), read
  * the return address at CFA - 8 and the caller's rbp where the row says it was saved.
- * Where no table covers a pc yet, the start-up modules' CFI read from memory (agent/
- * boot_cfi.h); where nothing does (JIT code, a module loaded later whose table is still
- * being built), one frame-pointer step instead. A walk that ends anywhere but a CFI root row (the
- * return address column undefined: _start, clone3) gets PC_INCOMPLETE.
+ * Where no table covers a pc yet, the start-up modules' CFI read from memory
+ * (agent/unwind/boot_cfi.h); where nothing does (JIT code, a module loaded later whose
+ * table is still being built), one frame-pointer step instead. A walk that ends anywhere
+ * but a CFI root row (the return address column undefined: _start, clone3) gets
+ * PC_INCOMPLETE.
  *
  * Memory reads: inside [sp, stack_hi) of the thread's own stack the words are read
  * directly (all of it is mapped: the stack grows down to sp). Anything else (a
