@@ -69,6 +69,7 @@ static void build_comments(const struct config *up_cfg, struct pprof_meta *meta,
  * in this profile are still named from the file (agent/unwind/modules.c keeps the list). */
 static void note_unloaded_modules(struct symbolizer *sym)
 {
+	modules_retire_unloaded();
 	struct retired_segment segs[32];
 	size_t n;
 	while ((n = modules_take_retired(segs, 32)) > 0)

@@ -331,17 +331,31 @@ static bool same_module(const struct module *m, const struct found *f)
 	       m->seg_end[0] == f->seg_end[0] && strcmp(m->path, f->path) == 0;
 }
 
-static int refresh(bool *changed_out);
+static int refresh(bool *changed_out, bool build);
 static void update_live_stats(void);
 static void adopt_published_map(void);
 
 int modules_refresh(void)
 {
 	bool changed;
-	return refresh(&changed);
+	return refresh(&changed, true);
 }
 
-static int refresh(bool *changed_out)
+void modules_retire_unloaded(void)
+{
+	/* Only after a dlclose the service has not rescanned for; and not while another
+	 * thread holds the registry (our own module thread building a table): its
+	 * rescan retires them soon enough for the next profile. */
+	if (!atomic_load_explicit(&dirty, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&mod_lock) != 0)
+		return;
+	pthread_mutex_unlock(&mod_lock);
+	bool changed;
+	refresh(&changed, false);
+}
+
+/* build: also build the tables that are missing (modules_retire_unloaded does not). */
+static int refresh(bool *changed_out, bool build)
 {
 	struct scan s = {.vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
 	pthread_mutex_lock(scan_lock);
@@ -423,7 +437,7 @@ static int refresh(bool *changed_out)
 	free(dead);
 	/* Build missing tables one at a time, publishing after each: the executable and
 	 * libc first (where most samples land), then the rest in load order. */
-	for (int pass = 0; pass < 2; pass++) {
+	for (int pass = 0; build && pass < 2; pass++) {
 		for (size_t i = 0; i < nmods; i++) {
 			if (mods[i]->built || (pass == 0 && !build_first(mods[i], i)))
 				continue;
@@ -529,7 +543,7 @@ uint64_t modules_service(uint64_t now_ns)
 	if (!due)
 		return next;
 	bool changed = false;
-	refresh(&changed);
+	refresh(&changed, true);
 	pthread_mutex_lock(&ctl_lock);
 	ready_gen = gen;
 	if (changed)

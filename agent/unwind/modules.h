@@ -139,6 +139,12 @@ struct retired_segment {
 /* Moves up to max unloaded segments into out; returns how many. */
 size_t modules_take_retired(struct retired_segment *out, size_t max);
 
+/* Normal context, the thread that names a profile: retires now the modules a dlclose
+ * unloaded since the last rescan (one the service has not run for yet: a library
+ * closed just before the process exits), so that modules_take_retired has them. Scans
+ * the loaded modules, builds no table. Cheap when no dlclose is pending. */
+void modules_retire_unloaded(void);
+
 /* Fork handlers. Prepare waits at most for one dl_iterate_phdr walk (no I/O). */
 void modules_atfork_prepare(void);
 void modules_atfork_parent(void);
