@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Process-level benchmarks: libddprof side by side with no agent and with gperftools.
+"""Process-level benchmarks: libddprof side by side with no agent and with its peers,
+gperftools and async-profiler.
 
 usage: peers.py RESULTS_DIR [--quick]
 
@@ -18,14 +19,27 @@ Writes one JSON file per benchmark into RESULTS_DIR (rendered by report.py):
   memory.json    extra peak RSS of 64 threads with ~10k distinct stacks
                  (build/bench/many_stacks), with the default ceiling and a small one
 
+The peers (PEERS), run wherever a profiler is compared (overhead, accuracy, spawn except
+the fork after an upload, which is libddprof's own uploader's case, start-up, memory):
+
 gperftools is Debian's libgoogle-perftools4 (libprofiler.so.0, started by CPUPROFILE);
 its profile is read from its documented binary format (a header of 64-bit words
 0, 3, 0, period_us, 0, then records count, depth, pcs...), the same data
 `google-pprof --raw` prints.
+
+async-profiler is its native library (ASPROF, a 4.5 build kept in /work/shared/peers;
+see its README there), started by ASPROF_COMMAND=start,event=ctimer,... : `ctimer` arms
+one timer_create CPU timer per thread, the mode closest to libddprof's. The interval is
+given in ns (1e9 / hz; its default, without a rate, is 10 ms: 100 Hz). Its profile is
+`collapsed,total`: one line per distinct stack (by frame names), `frame;...;frame N`,
+N the stack's CPU ns, in one file per process (`%p`: a forked child that exits writes
+its own, with the samples it inherited). It prints "Profiling started" and "[INFO] ..."
+lines on stdout: run() drops them before the programs' own output is parsed.
 """
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import struct
@@ -38,6 +52,11 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LIBDDPROF = os.path.join(ROOT, "build", "libddprof.so")
 GPERF = "/usr/lib/x86_64-linux-gnu/libprofiler.so.0"
+ASPROF = os.environ.get("BENCH_ASPROF",
+                        "/work/shared/peers/async-profiler/libasyncProfiler.so")
+# async-profiler is not in Debian: without its library (BENCH_ASPROF elsewhere), the
+# benchmarks run with gperftools alone (and say so).
+PEERS = ("gperftools",) + (("async-profiler",) if os.path.exists(ASPROF) else ())
 BENCH = os.path.join(ROOT, "build", "bench")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
 PPROF_DUMP = os.path.join(ROOT, "build", "pprof-dump")
@@ -49,7 +68,8 @@ random.seed(6)
 def base_env():
     env = {k: v for k, v in os.environ.items()
            if not (k.startswith("DD_") or k.startswith("PYROSCOPE_") or
-                   k.startswith("CPUPROFILE") or k == "LD_PRELOAD")}
+                   k.startswith("CPUPROFILE") or k.startswith("ASPROF") or
+                   k == "LD_PRELOAD")}
     return env
 
 
@@ -57,7 +77,7 @@ class Profiler:
     """One candidate: how to run a program under it, and how to read its profiles."""
 
     def __init__(self, kind, hz=None, extra=None, files=True):
-        self.kind = kind  # "none", "libddprof", "gperftools"
+        self.kind = kind  # "none", "libddprof", "gperftools", "async-profiler"
         self.hz = hz
         self.extra = extra or {}
         self.files = files  # libddprof: profiles to files (else its default exporter)
@@ -79,17 +99,27 @@ class Profiler:
             env["DD_PROFILING_LOG_LEVEL"] = "error"
             if self.hz:
                 env["DD_PROFILING_CPU_HZ"] = str(self.hz)
-        else:
+        elif self.kind == "gperftools":
             env["LD_PRELOAD"] = GPERF
             env["CPUPROFILE"] = os.path.join(self.dir, "gperf.prof")
             if self.hz:
                 env["CPUPROFILE_FREQUENCY"] = str(self.hz)
+        elif self.kind == "async-profiler":
+            env["LD_PRELOAD"] = ASPROF
+            cmd = ["start", "event=ctimer"]
+            if self.hz:
+                cmd.append("interval=%d" % round(1e9 / self.hz))  # ns
+            cmd += ["collapsed", "total", "file=%s" % os.path.join(self.dir, "%p.txt")]
+            env["ASPROF_COMMAND"] = ",".join(cmd)
+        else:
+            raise ValueError("unknown profiler %r" % self.kind)
         env.update(self.extra)
         return env
 
     def profile_cpu_ns(self):
         """CPU time the profiles written by the last run account for, and their
-        number of distinct stacks (pprof samples / gperftools records)."""
+        number of distinct stacks (pprof samples / gperftools records / async-profiler
+        collapsed lines) and of dropped samples (libddprof's `[dropped]`)."""
         total, stacks, dropped = 0, 0, 0
         if self.kind == "libddprof":
             files = sorted(os.path.join(self.dir, f) for f in os.listdir(self.dir))
@@ -105,6 +135,11 @@ class Profiler:
                         dropped += drop["self"][0]
         elif self.kind == "gperftools":
             total, stacks = read_gperftools(os.path.join(self.dir, "gperf.prof"))
+        elif self.kind == "async-profiler":
+            for f in sorted(os.listdir(self.dir)):
+                t, n = read_collapsed(os.path.join(self.dir, f))
+                total += t
+                stacks += n
         return total, stacks, dropped
 
     def cleanup(self):
@@ -135,8 +170,34 @@ def read_gperftools(path):
     return total, records
 
 
+def read_collapsed(path):
+    """(sampled CPU ns, distinct stacks) of an async-profiler `collapsed,total` file."""
+    total, stacks = 0, 0
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                head, _, n = line.rstrip("\n").rpartition(" ")
+                if head and n.isdigit():
+                    total += int(n)
+                    stacks += 1
+    except OSError:
+        pass
+    return total, stacks
+
+
 class Hung(Exception):
     """The program did not finish in time (killed); the pair is left out and counted."""
+
+
+class Crashed(Hung):
+    """The program died of a signal or failed (a child of bench_spawn or fork_storm
+    dying makes it exit 1) under a profiler: left out and counted like a hang. A failure
+    of the baseline itself is an error (RuntimeError)."""
+
+
+# What async-profiler prints on stdout (its start, and "[INFO] No samples were collected"
+# from every forked child that exits without samples of its own): not the program's.
+ASPROF_NOISE = re.compile(r"^(Profiling started|Profiling stopped|\[(INFO|WARN|ERROR)\] .*)$")
 
 
 RUN_TIMEOUT = 30 if QUICK else 120  # seconds; every program here takes a few
@@ -145,7 +206,9 @@ SPAWN_TIMEOUT = 10  # seconds; the spawn benchmarks take 2 at most when they do 
 
 def run(prof, argv, timeout=RUN_TIMEOUT, preload_var="LD_PRELOAD"):
     """Runs argv under prof: (stdout, wall seconds, process CPU seconds, maxrss KiB).
-    Raises Hung when it has to be killed (gperftools sometimes deadlocks in fork).
+    Raises Hung when it has to be killed (gperftools and async-profiler sometimes
+    deadlock in fork), Crashed
+    when it fails under a profiler (signal or exit status).
     preload_var: the variable that gets the profiler's library (see maxrss.c)."""
     env = prof.env()
     if preload_var != "LD_PRELOAD" and "LD_PRELOAD" in env:
@@ -171,9 +234,16 @@ def run(prof, argv, timeout=RUN_TIMEOUT, preload_var="LD_PRELOAD"):
     p.returncode = os.waitstatus_to_exitcode(status)
     if killed:
         raise Hung("%s under %s hung" % (argv[0], prof.name))
+    if p.returncode != 0 and prof.kind != "none":
+        raise Crashed("%s under %s %s" % (argv[0], prof.name, (
+            "died of signal %d" % -p.returncode) if p.returncode < 0 else
+            "exited %d" % p.returncode))
     if p.returncode != 0:
         raise RuntimeError("%s under %s exited %d" % (argv, prof.name, p.returncode))
-    return out.decode(), wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+    out = out.decode()
+    if prof.kind == "async-profiler":
+        out = "".join(l for l in out.splitlines(True) if not ASPROF_NOISE.match(l.rstrip("\n")))
+    return out, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
 def fields(text):
@@ -215,7 +285,8 @@ def paired(cands, rounds, measure):
                     b = measure(base)
                 pairs[c.name].append((b, m))
             except Hung as e:
-                print("  %s (killed, pair left out)" % e)
+                print("  %s (%s, pair left out)" % (e, "crashed" if isinstance(e, Crashed)
+                                                  else "killed"))
                 HUNG[c.name] = HUNG.get(c.name, 0) + 1
                 hung[c.name] += 1
                 if not pairs[c.name] and hung[c.name] == GIVE_UP_AFTER:
@@ -228,7 +299,7 @@ def paired(cands, rounds, measure):
 GIVE_UP_AFTER = 3
 
 
-HUNG = {}  # candidate name -> runs killed, per benchmark (reset by each)
+HUNG = {}  # candidate name -> runs killed (or crashed), per benchmark (reset by each)
 
 
 def write(resdir, name, obj):
@@ -252,7 +323,7 @@ def median_ci(xs):
 
 def grouped(groups, rounds, measure):
     """Like paired, but each round runs a baseline with every candidate of a group (one
-    group per rate: libddprof and gperftools), all in random order: the candidates of
+    group per rate: libddprof and its PEERS), all in random order: the candidates of
     a group share their baseline, and compare with each other directly in the same
     round, without the noise of two baselines. rounds: one count per group (a group
     with fewer rounds sits out the last ones; the groups still alternate at random).
@@ -271,7 +342,8 @@ def grouped(groups, rounds, measure):
                     got[c.name] = measure(c)
                     c.cleanup()
             except Hung as e:
-                print("  %s (killed, round left out)" % e)
+                print("  %s (%s, round left out)" % (e, "crashed" if isinstance(e, Crashed)
+                                                   else "killed"))
                 HUNG[c.name] = HUNG.get(c.name, 0) + 1
                 c.cleanup()
                 continue
@@ -280,6 +352,9 @@ def grouped(groups, rounds, measure):
 
 
 OVERHEAD_KEYS = ("work_wall", "work_cpu", "proc_wall", "proc_cpu")
+# overhead.json: a libddprof row's within-round ratios to each peer, under these keys
+# (and KEY + "_ci"); "vs_gperftools" predates async-profiler and keeps its name.
+VS_KEY = {"gperftools": "vs_gperftools", "async-profiler": "vs_asprof"}
 
 
 def bench_overhead(resdir):
@@ -291,10 +366,11 @@ def bench_overhead(resdir):
     # speed drifts from run to run. Both profilers cost ~0.1-0.5% here, so the median
     # of 11 rounds (standard error ~0.5%) decided the targets by chance. The target
     # rates get 33 rounds (~0.3%); 19 Hz and 250 Hz, only plotted, keep 11. Each round
-    # runs the baseline, libddprof and gperftools back to back: the comparison with
-    # gperftools is the median of their ratio within a round.
+    # runs the baseline, libddprof, gperftools and async-profiler back to back: the
+    # comparison with a peer is the median of their ratio within a round (vs_gperftools,
+    # vs_asprof).
     rounds = [2 if QUICK else (33 if hz in (99, 1000) else 11) for hz in rates]
-    groups = [[Profiler(k, hz) for k in ("libddprof", "gperftools")] for hz in rates]
+    groups = [[Profiler(k, hz) for k in ("libddprof",) + PEERS] for hz in rates]
 
     def measure(prof):
         out, wall, cpu, _ = run(prof, [os.path.join(BENCH, "fixed_work"), "2", str(millions)])
@@ -323,20 +399,24 @@ def bench_overhead(resdir):
                                          (b["proc_wall"] - b["work_wall"])) * 1e3
                                         for b, m in ps])
             if c.kind == "libddprof":
-                g = [x for x in group if x.kind == "gperftools"][0]
-                rel = {k: [r[c.name][k] / r[g.name][k] for r in rs] for k in OVERHEAD_KEYS}
-                row["vs_gperftools"] = {k: median(xs) for k, xs in rel.items()}
-                row["vs_gperftools_ci"] = {k: median_ci(xs) for k, xs in rel.items()}
+                for g in group:
+                    if g.kind not in VS_KEY:
+                        continue
+                    rel = {k: [r[c.name][k] / r[g.name][k] for r in rs]
+                           for k in OVERHEAD_KEYS}
+                    row[VS_KEY[g.kind]] = {k: median(xs) for k, xs in rel.items()}
+                    row[VS_KEY[g.kind] + "_ci"] = {k: median_ci(xs) for k, xs in rel.items()}
             res["rows"].append(row)
     write(resdir, "overhead.json", res)
     for r in res["rows"]:
         if r["work_wall"] is None:
             continue
-        vs = r.get("vs_gperftools")
-        print("  %-10s %5d Hz  work wall %.3f cpu %.3f  process wall %.3f cpu %.3f%s" %
+        vs = "".join("  / %s: work wall %.3f cpu %.3f" % (
+            peer, r[key]["work_wall"], r[key]["work_cpu"])
+            for peer, key in VS_KEY.items() if r.get(key) and r[key]["work_wall"])
+        print("  %-14s %5d Hz  work wall %.3f cpu %.3f  process wall %.3f cpu %.3f%s" %
               (r["profiler"], r["hz"], r["work_wall"], r["work_cpu"], r["proc_wall"],
-               r["proc_cpu"], "  / gperftools: work wall %.3f cpu %.3f" % (
-                   vs["work_wall"], vs["work_cpu"]) if vs and vs["work_wall"] else ""))
+               r["proc_cpu"], vs))
 
 
 def bench_accuracy(resdir):
@@ -354,7 +434,7 @@ def bench_accuracy(resdir):
     millions = 200 * secs / f["cpu_s"]  # iterations for `secs` of CPU per thread
     rows = []
     for hz in (99, 1000):
-        for kind in ("libddprof", "gperftools"):
+        for kind in ("libddprof",) + PEERS:
             for n in threads:
                 ratios, ratios_fw, ratios_thr = [], [], []
                 prof = Profiler(kind, hz)
@@ -381,7 +461,7 @@ def bench_accuracy(resdir):
                              "ratio": median(ratios), "runs": ratios,
                              "ratio_fixed": median(ratios_fw),
                              "ratio_threads": median(ratios_thr)})
-                print("  %-10s %5d Hz %3d threads  profile/kernel %s; fixed_work: "
+                print("  %-14s %5d Hz %3d threads  profile/kernel %s; fixed_work: "
                       "/process %s, /working threads %s" %
                       (kind, hz, n, fmt(median(ratios)), fmt(median(ratios_fw)),
                        fmt(median(ratios_thr))))
@@ -398,12 +478,13 @@ def bench_spawn(resdir):
     n_threads = 3000 if QUICK else 20000
     n_forks = 200 if QUICK else 1000
     n_storm = 100 if QUICK else 300
-    cands = [Profiler("libddprof"), Profiler("gperftools")]
+    cands = [Profiler(k) for k in ("libddprof",) + PEERS]
     res = {"rounds": rounds, "threads": n_threads, "forks": n_forks, "storm": n_storm,
            "rows": []}
     # The steady state of a process that forks after it has uploaded over HTTP: a local
     # intake, a 1 s upload period, 1.5 s of warm-up before the forks (without the agent
-    # the same warm-up is run).
+    # the same warm-up is run). libddprof's own case: the peers do not upload (their
+    # plain fork case is the one to compare with).
     intake_dir = tempfile.mkdtemp(prefix="ddprof-bench-intake-")
     port_file = os.path.join(intake_dir, "port")
     intake = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "intake_server.py"),
@@ -448,6 +529,10 @@ def spawn_cases(res, rounds, cases):
         case_rounds = more[0] if more else rounds
         def measure(prof, argv=argv):
             # A normal run takes a few seconds; gperftools sometimes deadlocks in fork.
+            # So does async-profiler 4.5 (about 1 run of `bench_spawn fork 200` in 12 here):
+            # a forked child spins for ever in its library's destructor (__cxa_finalize,
+            # at exit), on a lock another thread of the parent held at the fork. Every
+            # child of it that exits writes its own profile file.
             out, _, _, _ = run(prof, argv, timeout=SPAWN_TIMEOUT)
             return fields(out)["rate"]
 
@@ -462,9 +547,9 @@ def spawn_cases(res, rounds, cases):
                    "pairs": len(ps), "hung": HUNG.get(c.name, 0)}
             res["rows"].append(row)
             if not ps:
-                print("  %-10s %-10s every run hung" % (case, c.kind))
+                print("  %-17s %-14s every run hung" % (case, c.kind))
                 continue
-            print("  %-10s %-10s %9.0f/s vs %9.0f/s  ratio %.3f  (%d hung)" %
+            print("  %-17s %-14s %9.0f/s vs %9.0f/s  ratio %.3f  (%d hung)" %
                   (case, c.kind, row["rate"], row["base_rate"], row["ratio"], row["hung"]))
 
 
@@ -472,13 +557,15 @@ def bench_startup(resdir):
     n = 60 if QUICK else 400
     # libddprof as a user gets it: no environment, its default exporter (the Datadog
     # agent on localhost:8126, never reached: /bin/true ends before any upload).
-    cands = [Profiler("libddprof", files=False), Profiler("gperftools")]
+    cands = [Profiler("libddprof", files=False)] + [Profiler(k) for k in PEERS]
     true = shutil.which("true") or "/bin/true"
 
     def measure(prof):
         env = prof.env()
         t0 = time.perf_counter()
+        # stdout too: async-profiler prints "Profiling started" there.
         pid = os.posix_spawn(true, [true], env, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
             (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)])
         os.waitpid(pid, 0)
         return time.perf_counter() - t0
@@ -489,7 +576,7 @@ def bench_startup(resdir):
         ps = pairs[c.name]
         rows.append({"profiler": c.kind, "base_ms": median([b for b, _ in ps]) * 1e3,
                      "extra_ms": median([m - b for b, m in ps]) * 1e3})
-        print("  %-10s /bin/true +%.3f ms (baseline %.3f ms)" %
+        print("  %-14s /bin/true +%.3f ms (baseline %.3f ms)" %
               (c.kind, rows[-1]["extra_ms"], rows[-1]["base_ms"]))
     write(resdir, "startup.json", {"runs": n, "rows": rows})
 
@@ -499,9 +586,9 @@ def bench_memory(resdir):
     rounds = 1  # long runs (~16 s each in full) and a steady figure
     hz = 1000
     cands = [Profiler("libddprof", hz),
-             Profiler("libddprof", hz, {"DD_PROFILING_MAX_MEMORY": "256KiB"}),
-             Profiler("gperftools", hz)]
-    labels = ["default ceiling (64 MiB)", "ceiling 256 KiB", ""]
+             Profiler("libddprof", hz, {"DD_PROFILING_MAX_MEMORY": "256KiB"})] + \
+        [Profiler(k, hz) for k in PEERS]
+    labels = ["default ceiling (64 MiB)", "ceiling 256 KiB"] + [""] * len(PEERS)
     res = {"threads": 64, "cpu_seconds_per_thread": secs, "hz": hz, "rounds": rounds,
            "rows": []}
     base = Profiler("none")
@@ -545,7 +632,7 @@ def bench_memory(resdir):
                "dropped": median([x[3] for x in s])}
         res["rows"].append(row)
         if s:
-            print("  %-10s %-24s +%.1f MiB (+%.1f MiB before exit; baseline %.1f MiB), "
+            print("  %-14s %-24s +%.1f MiB (+%.1f MiB before exit; baseline %.1f MiB), "
                   "%d stacks, %d dropped" %
                   (c.kind, row["config"], row["extra_kib"] / 1024, row["extra_run_kib"] / 1024,
                    row["base_kib"] / 1024, row["stacks"], row["dropped"]))
@@ -556,6 +643,8 @@ def main():
     resdir = sys.argv[1]
     os.makedirs(resdir, exist_ok=True)
     only = [a for a in sys.argv[2:] if not a.startswith("--")]
+    if "async-profiler" not in PEERS:
+        print("bench: %s not found: async-profiler left out (set BENCH_ASPROF)" % ASPROF)
     benches = [("overhead", bench_overhead), ("accuracy", bench_accuracy),
                ("spawn", bench_spawn), ("startup", bench_startup), ("memory", bench_memory)]
     for name, fn in benches:

@@ -89,11 +89,35 @@ def fmt(x, spec="%.3f"):
     return "n/a" if x is None else spec % x
 
 
-def vs_gperftools(r, g):
-    """libddprof / gperftools for each figure: measured within each round when the run
+# The peers libddprof is compared with, in the order shown; overhead.json keeps a libddprof
+# row's within-round ratios to each under these keys (and KEY + "_ci"). Results from before
+# async-profiler have gperftools alone: only the peers present in a result are shown.
+PEERS = ("gperftools", "async-profiler")
+VS_KEY = {"gperftools": "vs_gperftools", "async-profiler": "vs_asprof"}
+
+
+def peers_in(rows):
+    return [p for p in PEERS if any(r["profiler"] == p for r in rows)]
+
+
+def peers_text(peers, conj="and"):
+    """'gperftools', 'gperftools and async-profiler'"""
+    return (", ".join(peers[:-1]) + " %s " % conj + peers[-1]) if len(peers) > 1 else \
+        "".join(peers)
+
+
+def better_text(peers):
+    """The overhead target against the peers."""
+    if len(peers) > 1:
+        return "at or below the better of %s" % peers_text(peers)
+    return "at or below %s" % (peers[0] if peers else "the peers")
+
+
+def vs_peer(r, g, peer="gperftools"):
+    """libddprof / the peer for each figure: measured within each round when the run
     recorded it, else from the two separate medians (older results)."""
     keys = ("work_wall", "work_cpu", "proc_wall", "proc_cpu")
-    vs = r.get("vs_gperftools")
+    vs = r.get(VS_KEY[peer])
     if vs and vs.get("work_wall") is not None:
         return vs
     if g and g.get("work_wall"):
@@ -113,7 +137,8 @@ def rounds_text(ov):
 
 def overhead_section(ov, svg_name):
     rows = ov["rows"]
-    gp = {r["hz"]: r for r in rows if r["profiler"] == "gperftools"}
+    peers = peers_in(rows)
+    by = {(r["profiler"], r["hz"]): r for r in rows}
     targets = {99: 1.01, 1000: 1.03}
     out = ["## CPU overhead", "",
            "Fixed work, not fixed time: %d threads each run %d million iterations of the "
@@ -124,40 +149,49 @@ def overhead_section(ov, svg_name):
            "its start-up and its exit flush (for libddprof: symbolize, encode and write "
            "the final profile), a fixed cost per process that weighs more the shorter the "
            "run (here ~%.2f s of work). Each round runs the baseline (no profiler), "
-           "libddprof and gperftools at one rate back to back in random order; each "
+           "libddprof and %s at one rate back to back in random order; each "
            "figure is the median over the rounds (%s) of (run with profiler / "
-           "baseline of the same round), and `/ gperftools` the median of (libddprof / gperftools of the "
-           "same round), which leaves out the baseline's noise. "
-           "Targets (libddprof): <= 1.01 at 99 Hz, <= 1.03 at 1 kHz, below gperftools at "
-           "the same rate (`/ gperftools` below 1), judged on wall and CPU."
+           "baseline of the same round), and `/ peer` the median of (libddprof / that "
+           "peer in the same round), which leaves out the baseline's noise. "
+           "Targets (libddprof): <= 1.01 at 99 Hz, <= 1.03 at 1 kHz, %s at "
+           "the same rate (`/ peer` at most 1 against each), judged on wall and CPU."
            % (ov["threads"], ov["millions_per_thread"],
-              min(r["base_work_wall"] for r in rows), rounds_text(ov)), "",
+              min(r["base_work_wall"] for r in rows), peers_text(peers), rounds_text(ov),
+              better_text(peers)), "",
            "`outside work`: extra wall time of the process outside the work (start-up, "
            "exit), in ms.", "",
            "| profiler | Hz | work wall | work CPU | process wall | process CPU | "
-           "outside work (ms) | / gperftools: work wall, CPU | process wall, CPU | "
+           "outside work (ms) | " +
+           "".join("/ %s: work wall, CPU | process wall, CPU | " % p for p in peers) +
            "target (work) | target (process) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|" + "---|---|" * len(peers) + "---|---|"]
     for r in rows:
         t_work = t_proc = None
-        rel = {}
+        rels = {}
         if r["profiler"] == "libddprof" and r["work_wall"] is not None:
-            rel = vs_gperftools(r, gp.get(r["hz"]))
+            rels = {p: vs_peer(r, by.get((p, r["hz"])), p) for p in peers}
             lim = targets.get(r["hz"])
 
             def ok(kw, kc):
                 good = lim is None or max(r[kw], r[kc]) <= lim
-                if rel.get(kw) is not None:
-                    good = good and rel[kw] <= 1 and rel[kc] <= 1
+                for rel in rels.values():
+                    if rel.get(kw) is not None:
+                        good = good and rel[kw] <= 1 and rel[kc] <= 1
                 return good
-            if lim is not None or rel:
+            if lim is not None or any(rels.values()):
                 t_work = ok("work_wall", "work_cpu")
                 t_proc = ok("proc_wall", "proc_cpu")
-        out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        cells = []
+        for p in peers:
+            rel = rels.get(p) or {}
+            cells += ["%s, %s" % (fmt(rel.get("work_wall")), fmt(rel.get("work_cpu")))
+                      if rel else "",
+                      "%s, %s" % (fmt(rel.get("proc_wall")), fmt(rel.get("proc_cpu")))
+                      if rel else ""]
+        out.append("| %s | %d | %s | %s | %s | %s | %s | %s%s | %s |" % (
             r["profiler"], r["hz"], fmt(r["work_wall"]), fmt(r["work_cpu"]),
             fmt(r["proc_wall"]), fmt(r["proc_cpu"]), fmt(r.get("outside_ms"), "%.0f"),
-            "%s, %s" % (fmt(rel.get("work_wall")), fmt(rel.get("work_cpu"))) if rel else "",
-            "%s, %s" % (fmt(rel.get("proc_wall")), fmt(rel.get("proc_cpu"))) if rel else "",
+            "".join(c + " | " for c in cells),
             verdict(t_work) if r["profiler"] == "libddprof" else "",
             verdict(t_proc) if r["profiler"] == "libddprof" else ""))
     out += spread_table(rows, targets)
@@ -177,34 +211,38 @@ def spread_table(rows, targets):
     mine = [r for r in rows if r["profiler"] == "libddprof" and r.get("ci")]
     if not mine:
         return []
+    peers = peers_in(rows)
     out = ["", "Spread: one round's ratio varies by the `sd` below (the machine's speed "
-           "drifts from run to run), more than either profiler costs at these rates; "
+           "drifts from run to run), more than any of the profilers costs at these rates; "
            "`95% CI` is the median's confidence interval (order statistics of the "
            "rounds). A verdict marked *noise* would flip somewhere within its interval.",
-           "", "| Hz | rounds | sd work wall, CPU | 95% CI work wall | work CPU | "
-           "/ gperftools wall | / gperftools CPU | verdict's margin |",
-           "|---|---|---|---|---|---|---|---|"]
+           "", "| Hz | rounds | sd work wall, CPU | 95% CI work wall | work CPU | " +
+           "".join("/ %s wall | / %s CPU | " % (p, p) for p in peers) + "verdict's margin |",
+           "|---|---|---|---|---|" + "---|---|" * len(peers) + "---|"]
     for r in mine:
         sd = r.get("sd", {})
-        ci, gci = r["ci"], r.get("vs_gperftools_ci") or {}
+        ci = r["ci"]
+        pcis = [(p, r.get(VS_KEY[p] + "_ci") or {}) for p in peers]
         lim = targets.get(r["hz"])
         flips = []
         for k in ("work_wall", "work_cpu"):
             if lim is not None and ci.get(k) and ci[k][0] <= lim < ci[k][1]:
                 flips.append("%s vs %.2f" % (k.replace("_", " "), lim))
-            if gci.get(k) and gci[k][0] <= 1 < gci[k][1]:
-                flips.append("%s vs gperftools" % k.replace("_", " "))
+            for p, gci in pcis:
+                if gci.get(k) and gci[k][0] <= 1 < gci[k][1]:
+                    flips.append("%s vs %s" % (k.replace("_", " "), p))
         margin = ("*noise*: " + ", ".join(flips)) if flips else "outside the interval"
-        out.append("| %d | %d | %s, %s | %s | %s | %s | %s | %s |" % (
+        out.append("| %d | %d | %s, %s | %s | %s | %s%s |" % (
             r["hz"], r.get("rounds", 0), fmt(sd.get("work_wall")), fmt(sd.get("work_cpu")),
             ci_text(ci.get("work_wall")), ci_text(ci.get("work_cpu")),
-            ci_text(gci.get("work_wall")), ci_text(gci.get("work_cpu")), margin))
+            "".join("%s | %s | " % (ci_text(gci.get("work_wall")), ci_text(gci.get("work_cpu")))
+                    for _, gci in pcis), margin))
     return out
 
 
 def overhead_svg(ov):
     """A line chart of the work CPU and wall ratios versus rate (log x), by hand."""
-    W, H, L, R, T, B = 640, 360, 60, 170, 30, 45
+    W, H, L, R, T, B = 660, 360, 60, 190, 30, 45
     rows = [r for r in ov["rows"] if r["work_cpu"] is not None]
     rates = sorted({r["hz"] for r in rows})
     targets = [(hz, lim) for hz, lim in ((99, 1.01), (1000, 1.03)) if hz in rates]
@@ -253,7 +291,9 @@ def overhead_svg(ov):
     series = [("libddprof", "work_cpu", "#1f77b4", ""), ("libddprof", "work_wall", "#1f77b4",
                                                          "5 3"),
               ("gperftools", "work_cpu", "#d62728", ""), ("gperftools", "work_wall",
-                                                          "#d62728", "5 3")]
+                                                          "#d62728", "5 3"),
+              ("async-profiler", "work_cpu", "#ff7f0e", ""),
+              ("async-profiler", "work_wall", "#ff7f0e", "5 3")]
     ly = T + 10
     for prof, key, color, dash in series:
         pts = sorted((r["hz"], r[key]) for r in rows if r["profiler"] == prof)
@@ -277,6 +317,7 @@ def accuracy_section(acc):
     rows = acc["rows"]
     by = {(r["profiler"], r["hz"], r["threads"]): r for r in rows}
     threads = sorted({r["threads"] for r in rows})
+    profs = ["libddprof"] + peers_in(rows)
     out = ["## Accuracy", "",
            "Profile CPU-time total / the kernel's CPU time of the whole process, from "
            "wait4 (`test/workloads/cpu_split`: every thread burns %.2g s of CPU; start-up "
@@ -284,16 +325,21 @@ def accuracy_section(acc):
            "`cpu-time` over its profiles, whose `[profiler]` frame holds the CPU of its own "
            "thread (symbolizing, compressing, uploading, unwind tables) "
            "(`build/pprof-dump --json`); gperftools: its sample count x its period (read "
-           "from its profile file). Median of %d runs. Target (libddprof): within 2%% in "
+           "from its profile file)%s. Median of %d runs. Target (libddprof): within 2%% in "
            "every case. gperftools uses one process-wide ITIMER_PROF, whose signals the "
-           "kernel coalesces above its tick rate." % (acc["cpu_seconds_per_thread"],
-                                                      acc["reps"]), "",
+           "kernel coalesces above its tick rate%s." % (
+               acc["cpu_seconds_per_thread"],
+               "; async-profiler: the sum of its `collapsed,total` counts (CPU ns per "
+               "stack)" if "async-profiler" in profs else "", acc["reps"],
+               "; async-profiler's `ctimer`, like libddprof, one timer_create CPU timer "
+               "per thread" if "async-profiler" in profs else ""), "",
            "The second table runs `scripts/bench/fixed_work.c` (the same CPU per thread, "
            "one run) and divides the same profile total by the process's CPU (`/process`, "
            "wait4) and by the working threads' own CPU clocks (`/threads`, which leave out "
            "the profiler's thread and the exit: above 1 by its share).", "",
-           "| threads | libddprof 99 Hz | gperftools 99 Hz | libddprof 1 kHz | "
-           "gperftools 1 kHz | target |", "|---|---|---|---|---|---|"]
+           "| threads | " + "".join("%s %s | " % (p, hz) for hz in ("99 Hz", "1 kHz")
+                                    for p in profs) + "target |",
+           "|---|" + "---|" * (2 * len(profs)) + "---|"]
 
     def get(prof, hz, n, key):
         r = by.get((prof, hz, n))
@@ -302,14 +348,13 @@ def accuracy_section(acc):
     for n in threads:
         mine = [get("libddprof", hz, n, "ratio") for hz in (99, 1000)]
         ok = None if None in mine else all(abs(v - 1) <= 0.02 for v in mine)
-        out.append("| %d | %s | %s | %s | %s | %s |" % (
-            n, fmt(get("libddprof", 99, n, "ratio")), fmt(get("gperftools", 99, n, "ratio")),
-            fmt(get("libddprof", 1000, n, "ratio")), fmt(get("gperftools", 1000, n, "ratio")),
-            verdict(ok)))
+        out.append("| %d | %s%s |" % (
+            n, "".join(fmt(get(p, hz, n, "ratio")) + " | " for hz in (99, 1000)
+                       for p in profs), verdict(ok)))
     if any(r.get("ratio_threads") is not None for r in rows):
         out += ["", "| threads | profiler | Hz | /process | /threads |", "|---|---|---|---|---|"]
         for hz in (99, 1000):
-            for prof in ("libddprof", "gperftools"):
+            for prof in profs:
                 for n in threads:
                     out.append("| %d | %s | %d | %s | %s |" % (
                         n, prof, hz, fmt(get(prof, hz, n, "ratio_fixed")),
@@ -351,6 +396,7 @@ def spawn_section(sp):
     names = {"threads": "thread create+join /s", "fork": "fork+exit+wait /s",
              "fork_after_upload": "fork+exit+wait /s, after an HTTP upload",
              "fork_storm": "fork_storm workload forks/s"}
+    has_asprof = any(r["profiler"] == "async-profiler" for r in sp["rows"])
     # fork_storm: issue 5's storm test asks >= 0.7 of the run without the agent.
     targets = {"threads": 0.9, "fork": 0.8, "fork_after_upload": 0.8, "fork_storm": 0.7}
     out = ["## Threads and fork", "",
@@ -361,19 +407,24 @@ def spawn_section(sp):
            "after 1.5 s of warm-up with a 1 s upload period to a local intake, so the "
            "profiler has uploaded (its steady state; the baseline runs the same warm-up). "
            "A thread burns CPU meanwhile, so the "
-           "profiler is sampling. Default rates (libddprof 99 Hz, gperftools 100 Hz). "
+           "profiler is sampling. Default rates (libddprof 99 Hz, gperftools 100 Hz%s). "
            "Median over %d rounds of with/without pairs (threads: %d, its runs are "
            "short and its ratio swings most; the two fork cases: %d: one fork pair's ratio "
            "varies by 0.1-0.15 on these machines). `95%% CI`: the median ratio's confidence "
            "interval (order statistics of the pairs); a verdict marked *noise* would flip "
            "within it. A run that has not finished "
-           "after a time limit is killed and counted as hung, and its pair is left out; "
+           "after a time limit is killed and counted as hung (so is one that fails under a "
+           "profiler: killed by a signal, or a child failed), and its pair is left out; "
            "a profiler whose first 3 runs of a case all hang is not run again in it. "
-           "Targets (libddprof): threads >= 0.9, fork >= 0.8, fork_storm >= 0.7."
-           % (sp["threads"], sp["forks"], sp["storm"], sp["rounds"],
+           "Targets (libddprof): threads >= 0.9, fork >= 0.8, fork_storm >= 0.7.%s"
+           % (sp["threads"], sp["forks"], sp["storm"],
+              ", async-profiler 100 Hz" if has_asprof else "", sp["rounds"],
               max([r.get("pairs", 0) for r in sp["rows"] if r["case"] == "threads"] or [0]),
               max([r.get("pairs", 0) for r in sp["rows"] if r["case"] == "fork_after_upload"]
-                  or [0])),
+                  or [0]),
+              " The fork after an upload is libddprof's own case (the peers do not "
+              "upload). async-profiler writes a profile file (and prints a line) at the "
+              "exit of every forked child." if has_asprof else ""),
            "",
            "| case | profiler | rate | without | ratio | 95% CI | hung | target |",
            "|---|---|---|---|---|---|---|---|"]
@@ -396,9 +447,12 @@ def startup_section(st):
            "Extra wall time of `/bin/true` under LD_PRELOAD (posix_spawn to waitpid), "
            "median of %d paired differences. libddprof runs with its defaults (its "
            "default exporter, the Datadog agent, which `/bin/true` never reaches; only "
-           "`DD_PROFILING_LOG_LEVEL=error`), gperftools with CPUPROFILE set. libddprof's "
+           "`DD_PROFILING_LOG_LEVEL=error`), gperftools with CPUPROFILE set%s. libddprof's "
            "constructor starts no thread: its uploader starts at the process's first need, "
-           "which `/bin/true` never has. Target (libddprof): <= 1 ms." % st["runs"], "",
+           "which `/bin/true` never has. Target (libddprof): <= 1 ms." % (
+               st["runs"], ", async-profiler with ASPROF_COMMAND (`ctimer`, collapsed "
+               "profile to a file)" if any(r["profiler"] == "async-profiler"
+                                           for r in st["rows"]) else ""), "",
            "| profiler | without (ms) | extra (ms) | target |", "|---|---|---|---|"]
     for r in st["rows"]:
         ok = r["extra_ms"] <= 1.0 if r["profiler"] == "libddprof" else None
@@ -420,12 +474,14 @@ def memory_section(mem):
            "between the two is what serializing the final profile (symbolizer, libdw, pprof "
            "and gzip buffers) adds. "
            "`stacks`: distinct stacks in the profiles (pprof samples; gperftools: its "
-           "records). Targets (libddprof): <= 16 MiB with the default ceiling; with the "
+           "records%s). Targets (libddprof): <= 16 MiB with the default ceiling; with the "
            "smallest ceiling (256 KiB), new stacks are dropped (counted in `[dropped]`) and "
            "the extra RSS is no larger (n/a when the ceiling was not reached). The kernel "
            "checks CPU timers at its ticks, so at most about tick rate x cores samples, "
            "hence new stacks, per second."
-           % (mem["threads"], mem["cpu_seconds_per_thread"], mem["hz"], mem["rounds"]), "",
+           % (mem["threads"], mem["cpu_seconds_per_thread"], mem["hz"], mem["rounds"],
+              "; async-profiler: its collapsed lines, stacks told apart by frame names"
+              if any(r["profiler"] == "async-profiler" for r in rows) else ""), "",
            "| profiler | ceiling | without (MiB) | extra (MiB) | extra before exit (MiB) | "
            "stacks | dropped samples | target |", "|---|---|---|---|---|---|---|---|"]
     default = next((r for r in rows if r["profiler"] == "libddprof" and "default" in
@@ -470,19 +526,25 @@ def main():
     res = sys.argv[1]
     svg = sys.argv[2] if len(sys.argv) > 2 else None
     now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    asprof = has_asprof(res)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL).stdout.decode().strip() or "unknown"
     parts = ["# Benchmarks", "",
              "Regenerated by `make bench` (not part of `make check`). Machine: %s. "
              "Date: %s, commit %s. Absolute times are noisy on these shared machines; "
              "compare the ratios, which are measured side by side in the same run. "
-             "Peers: no profiler (the baseline) and gperftools' libprofiler %s "
-             "(`LD_PRELOAD=libprofiler.so.0 CPUPROFILE=... CPUPROFILE_FREQUENCY=hz`). "
+             "Peers: no profiler (the baseline)%s gperftools' libprofiler %s "
+             "(`LD_PRELOAD=libprofiler.so.0 CPUPROFILE=... CPUPROFILE_FREQUENCY=hz`)%s. "
              "libddprof runs with its defaults: its unwind table cache "
              "(`$HOME/.cache/libddprof`, `DD_PROFILING_UNWIND_CACHE_DIR`) is warm after its "
              "first run, as on a host that has run the program before (the first process "
              "builds libc's table, ~5-12 ms of CPU on the profiler's thread; later ones load it)."
-             % (machine(), now, rev, gperf_version()), ""]
+             % (machine(), now, rev, "," if asprof else " and", gperf_version(),
+                " and async-profiler %s's native library (`LD_PRELOAD=libasyncProfiler.so "
+                "ASPROF_COMMAND=start,event=ctimer,interval=NS,collapsed,total,file=...`, "
+                "NS = 1e9 / rate; `ctimer`: one timer_create CPU timer per thread, its "
+                "mode closest to libddprof's)" % asprof_version() if asprof else
+                ""), ""]
     if os.path.exists(os.path.join(res, "quick")):
         parts += ["**Quick run (`scripts/bench/run --quick`): few, short runs; the figures "
                   "below are a smoke test, not measurements.**", ""]
@@ -530,24 +592,34 @@ def summary_section(res, ov):
     rows = []
     if ov:
         by = {(r["profiler"], r["hz"]): r for r in ov["rows"]}
+        peers = peers_in(ov["rows"])
         for hz, lim in ((99, 1.01), (1000, 1.03)):
-            m, g = by.get(("libddprof", hz)), by.get(("gperftools", hz))
+            m = by.get(("libddprof", hz))
             if not m or m["work_wall"] is None:
                 continue
             worst = max(m["work_wall"], m["work_cpu"])
-            rel = vs_gperftools(m, g)
-            ok = worst <= lim and (not rel or (rel["work_wall"] <= 1 and rel["work_cpu"] <= 1))
-            gci = m.get("vs_gperftools_ci") or {}
-            spread = ("; 95%% CI of libddprof / gperftools %s, %s over %d rounds" % (
-                ci_text(gci.get("work_wall")), ci_text(gci.get("work_cpu")), m["rounds"])
-                      if gci.get("work_wall") else "")
+            ok = worst <= lim
+            own, rels, cis = [], [], []
+            for p in peers:
+                g = by.get((p, hz))
+                rel = vs_peer(m, g, p)
+                if rel and rel.get("work_wall") is not None:
+                    ok = ok and rel["work_wall"] <= 1 and rel["work_cpu"] <= 1
+                own.append("%s %s, %s" % (p, fmt(g and g["work_wall"]),
+                                          fmt(g and g["work_cpu"])))
+                rels.append("libddprof / %s %s, %s" % (p, fmt(rel.get("work_wall")),
+                                                       fmt(rel.get("work_cpu"))))
+                gci = m.get(VS_KEY[p] + "_ci") or {}
+                if gci.get("work_wall"):
+                    cis.append("/ %s %s, %s" % (p, ci_text(gci.get("work_wall")),
+                                                ci_text(gci.get("work_cpu"))))
+            spread = ("; 95%% CI of libddprof %s over %d rounds" % (
+                "; ".join(cis), m["rounds"]) if cis else "")
             rows.append(("CPU overhead %d Hz (work wall, CPU)" % hz,
-                         "%.3f, %.3f (gperftools %s, %s; libddprof / gperftools %s, %s%s); "
-                         "whole process %.3f, %.3f" % (
-                             m["work_wall"], m["work_cpu"], fmt(g and g["work_wall"]),
-                             fmt(g and g["work_cpu"]), fmt(rel.get("work_wall")),
-                             fmt(rel.get("work_cpu")), spread, m["proc_wall"], m["proc_cpu"]),
-                         "<= %.2f and below gperftools" % lim, verdict(ok)))
+                         "%.3f, %.3f (%s; %s%s); whole process %.3f, %.3f" % (
+                             m["work_wall"], m["work_cpu"], "; ".join(own), "; ".join(rels),
+                             spread, m["proc_wall"], m["proc_cpu"]),
+                         "<= %.2f and %s" % (lim, better_text(peers)), verdict(ok)))
     acc = load(res, "accuracy.json")
     if acc:
         mine = [r for r in acc["rows"] if r["profiler"] == "libddprof" and r["ratio"]]
@@ -597,6 +669,30 @@ def summary_section(res, ov):
     out = ["## Targets", "", "| figure | libddprof | target | |", "|---|---|---|---|"]
     out += ["| %s | %s | %s | %s |" % r for r in rows]
     return "\n".join(out) + "\n"
+
+
+def has_asprof(res):
+    """Whether the results include async-profiler (older ones have gperftools alone)."""
+    for name in ("overhead.json", "accuracy.json", "spawn.json", "startup.json",
+                 "memory.json"):
+        d = load(res, name)
+        if d and any(r["profiler"] == "async-profiler" for r in d["rows"]):
+            return True
+    return False
+
+
+def asprof_version():
+    """From the README next to the library peers.py uses (BENCH_ASPROF overrides it)."""
+    lib = os.environ.get("BENCH_ASPROF",
+                         "/work/shared/peers/async-profiler/libasyncProfiler.so")
+    try:
+        with open(os.path.join(os.path.dirname(lib), "README.md")) as f:
+            for word in f.readline().split():
+                if word[:1].isdigit():
+                    return word.rstrip(",")
+    except OSError:
+        pass
+    return "(version unknown)"
 
 
 def gperf_version():
