@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"
 #include "agent/unwind/unwind.h"
 #include "common/clock.h"

@@ -17,6 +17,7 @@
 #include "agent/unwind/modules.h"
 #include "agent/sample/sampler.h"
 #include "agent/symbolize/symbolizer.h"
+#include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"
 #include "common/clock.h"
 #include "common/fork_child.h"

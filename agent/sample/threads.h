@@ -86,23 +86,11 @@ void threads_stop_sampling(void);
 bool threads_name(pid_t tid, char out[THREAD_NAME_MAX]);
 
 /* The names of the threads known now (live, and ended since the last reap; a live
- * thread's name where a tid was reused), a copy sorted by tid that the registry's
- * changes leave alone: what a profile's encoder reads. */
-struct thread_name {
-	pid_t tid;
-	bool live;
-	char name[THREAD_NAME_MAX];
-};
-struct thread_names {
-	struct thread_name *v;
-	size_t n;
-};
-/* Normal context (it allocates). Fills out (empty if memory is short); free it with
- * thread_names_free. */
+ * thread's name where a tid was reused), a copy the registry's changes leave alone:
+ * what a profile's encoder reads (agent/sample/thread_names.h). Normal context (it
+ * allocates); out is empty if memory is short. */
+struct thread_names;
 void threads_snapshot_names(struct thread_names *out);
-/* tid's name in the snapshot, or NULL. Any thread. */
-const char *thread_names_find(const struct thread_names *names, pid_t tid);
-void thread_names_free(struct thread_names *names);
 
 /* Live timers, for diagnostics and tests. */
 size_t threads_count(void);

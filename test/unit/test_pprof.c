@@ -15,6 +15,7 @@
 #include "agent/symbolize/symbolizer.h"
 #include "agent/unwind/unwind.h"
 #include "test/tools/pprof_reader.h"
+#include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"
 #include "uploader/pprof.h"
 

@@ -36,6 +36,7 @@
 #include "agent/unwind/modules.h"
 #include "agent/store/profile.h"
 #include "agent/sample/sampler.h"
+#include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"
 #include "agent/unwind/unwind.h"
 #include "check_run.h"
