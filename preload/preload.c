@@ -447,7 +447,6 @@ __attribute__((constructor)) static void ddprof_init(void)
 	 * profiler thread: each thread costs every fork), or by a thread of their own if
 	 * the uploader's could not start. */
 	cfi_cache_set_dir(cfg.unwind_cache_dir);
-	modules_set_host(uploader_modules_wake);
 	rc = modules_start(own_create);
 	if (rc < 0)
 		log_warn("cannot start the module thread (%s); unwinding with frame pointers "
