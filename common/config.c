@@ -312,6 +312,25 @@ static void load_max_memory(struct loader *ld, struct config *out)
 		 fmt_size(dflt, out->max_memory));
 }
 
+static void load_alloc_interval(struct loader *ld, struct config *out)
+{
+	const char *v = lookup(ld, "DD_PROFILING_HEAP_SAMPLE_SIZE");
+	char lo[NUM_BUF], hi[NUM_BUF], dflt[NUM_BUF];
+	uint64_t bytes;
+	if (!v)
+		return;
+	if (parse_size(v, &bytes) && bytes >= CONFIG_MIN_ALLOC_INTERVAL &&
+	    bytes <= CONFIG_MAX_ALLOC_INTERVAL) {
+		out->alloc_interval = bytes;
+		return;
+	}
+	warn_bad(ld, v,
+		 "is not a size in %s..%s (integer, optional suffix K, M or G); "
+		 "using the default %s",
+		 fmt_size(lo, CONFIG_MIN_ALLOC_INTERVAL), fmt_size(hi, CONFIG_MAX_ALLOC_INTERVAL),
+		 fmt_size(dflt, out->alloc_interval));
+}
+
 static void load_signal(struct loader *ld, struct config *out)
 {
 	const char *v = lookup(ld, "DD_PROFILING_SIGNAL");
@@ -693,6 +712,7 @@ static void set_defaults(struct config *out)
 	out->cpu_hz = CONFIG_DEFAULT_CPU_HZ;
 	out->upload_period_ns = CONFIG_DEFAULT_UPLOAD_PERIOD_NS;
 	out->max_memory = CONFIG_DEFAULT_MAX_MEMORY;
+	out->alloc_interval = CONFIG_DEFAULT_ALLOC_INTERVAL;
 	out->log_level = LOG_LEVEL_WARN;
 	out->upload_timeout_ns = CONFIG_DEFAULT_UPLOAD_TIMEOUT_NS;
 	out->exit_flush_timeout_ns = CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS;
@@ -730,6 +750,10 @@ int config_load_with(struct config *out, config_getenv_fn get, bool secure_execu
 	load_output_dir(&ld, out);
 	load_unwind_cache_dir(&ld, out);
 	load_max_memory(&ld, out);
+	out->allocation_enabled =
+	    load_bool(&ld, "DD_PROFILING_ALLOCATION_ENABLED", out->allocation_enabled);
+	out->heap_enabled = load_bool(&ld, "DD_PROFILING_HEAP_ENABLED", out->heap_enabled);
+	load_alloc_interval(&ld, out);
 	load_signal(&ld, out);
 	load_string(&ld, "DD_SERVICE", out->service, sizeof(out->service));
 	load_string(&ld, "DD_ENV", out->env, sizeof(out->env));

@@ -34,6 +34,11 @@
 /* Below this not even a small profile fits; above it we refuse to reserve address space. */
 #define CONFIG_MIN_MAX_MEMORY (256ULL << 10)
 #define CONFIG_MAX_MAX_MEMORY (16ULL << 30)
+/* DD_PROFILING_HEAP_SAMPLE_SIZE: the mean bytes between allocation samples (the name
+ * Datadog's profilers use for it); 512 KiB as in Go, jemalloc and ddprof. */
+#define CONFIG_DEFAULT_ALLOC_INTERVAL (512ULL << 10)
+#define CONFIG_MIN_ALLOC_INTERVAL 1ULL
+#define CONFIG_MAX_ALLOC_INTERVAL (1ULL << 40)
 #define CONFIG_TAG_MAX 256   /* buffer of DD_SERVICE, DD_ENV, DD_VERSION (incl. NUL) */
 #define CONFIG_TAGS_MAX 2048 /* buffer of DD_TAGS (incl. NUL) */
 #define CONFIG_PATH_MAX 1024
@@ -59,7 +64,10 @@ struct config {
 	/* DD_PROFILING_UNWIND_CACHE_DIR ("" = off); unset: $XDG_CACHE_HOME/libddprof, else
 	 * $HOME/.cache/libddprof, else off (agent/unwind/cfi_cache.h). */
 	char unwind_cache_dir[CONFIG_PATH_MAX];
-	uint64_t max_memory; /* DD_PROFILING_MAX_MEMORY, bytes; suffixes K, M, G (and KiB..) */
+	uint64_t max_memory;	 /* DD_PROFILING_MAX_MEMORY, bytes; suffixes K, M, G (and KiB..) */
+	bool allocation_enabled; /* DD_PROFILING_ALLOCATION_ENABLED, default false */
+	bool heap_enabled;	 /* DD_PROFILING_HEAP_ENABLED, default false */
+	uint64_t alloc_interval; /* DD_PROFILING_HEAP_SAMPLE_SIZE, bytes (suffixes as above) */
 	/* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else SIGPROF or a signo
 	 * in SIGRTMIN..SIGRTMAX (config.c: signal_allowed) */
 	int signal;

@@ -422,6 +422,53 @@ void sampler_thread_end(const struct sampler_thread_root *root)
 	ts->recorded_ns = cpu;
 }
 
+/* The pc buffer and tid of sampler_record_caller: not the handler's buffer (a profiling
+ * signal may land while a hook unwinds), and a tid cached for the fork generation it
+ * was read in. initial-exec: hooks run where the handler runs, lazy TLS is not allowed. */
+struct caller_state {
+	uint32_t gen;
+	pid_t tid;
+	bool recording; /* an application's signal handler allocating while we record */
+	uintptr_t pcs[UNWIND_MAX_DEPTH];
+};
+static __thread struct caller_state tls_caller __attribute__((tls_model("initial-exec")));
+
+/* async-signal-safe */
+void sampler_record_caller(enum profile_kind kind, const struct unwind_regs *caller,
+			   const uint64_t *values)
+{
+	struct caller_state *cs = &tls_caller;
+	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || own_thread_is_self() ||
+	    cs->recording)
+		return;
+	cs->recording = true;
+	int saved_errno = errno;
+	uint32_t g = atomic_load_explicit(&fork_gen, memory_order_relaxed);
+	if (cs->gen != g) {
+		cs->gen = g;
+		cs->tid = 0;
+	}
+	if (cs->tid == 0 && !sandbox_thread_active())
+		cs->tid = (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0);
+	/* The handler's view of this thread's stack when it is current (read only: its
+	 * reset belongs to the handler and tls_current), else a lookup. */
+	struct thread_state *ts = &tls_state;
+	uintptr_t lo = ts->gen == g ? ts->stack_lo : 0, hi = ts->gen == g ? ts->stack_hi : 0;
+	if (hi == 0) {
+		struct stack_range r;
+		if (stack_bounds_lookup(caller->sp, &r)) {
+			lo = r.lo;
+			hi = r.hi;
+		}
+	}
+	struct unwind_regs regs = *caller;
+	regs.stack_hi = regs.sp >= lo && regs.sp < hi ? hi : 0;
+	uint32_t n = sampler_unwinder(&regs, cs->pcs, UNWIND_MAX_DEPTH);
+	profiles_add(sampler_profiles, kind, cs->tid, cs->pcs, n, values);
+	errno = saved_errno;
+	cs->recording = false;
+}
+
 bool sampler_thread_is_internal(void)
 {
 	return own_thread_is_self();

@@ -94,6 +94,15 @@ struct sampler_thread_root {
 void sampler_thread_armed(bool exact);
 void sampler_thread_end(const struct sampler_thread_root *root);
 
+/* async-signal-safe. Records a sample of kind with values (profile_types.h) at the stack
+ * of a hook's caller, in the calling thread: caller holds the pc of its call (the
+ * return address minus one), its stack pointer as the call left it and its frame
+ * pointer (ALLOC_HOOK_CALLER_REGS, agent/alloc/). Nothing on the profiler's own threads,
+ * nor while sampling is off, nor nested (a signal handler of the application that
+ * allocates while the thread records). */
+void sampler_record_caller(enum profile_kind kind, const struct unwind_regs *caller,
+			   const uint64_t *values);
+
 /* Whether the calling thread is one of the profiler's own (own_thread_create started it:
  * common/own_stack.h); a signal there records nothing. */
 bool sampler_thread_is_internal(void);

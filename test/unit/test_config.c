@@ -30,6 +30,9 @@ static void assert_defaults(const struct config *cfg)
 	ck_assert_uint_eq(cfg->upload_period_ns, 60 * NS_PER_S);
 	ck_assert_str_eq(cfg->output_dir, "");
 	ck_assert_uint_eq(cfg->max_memory, 64 * MIB);
+	ck_assert(!cfg->allocation_enabled);
+	ck_assert(!cfg->heap_enabled);
+	ck_assert_uint_eq(cfg->alloc_interval, 512 << 10);
 	ck_assert_int_eq(cfg->signal, 0);
 	ck_assert_int_eq(cfg->log_level, LOG_LEVEL_WARN);
 	ck_assert_str_eq(cfg->service, "");
@@ -318,6 +321,30 @@ START_TEST(test_bad_max_memory_warns_once_and_uses_default)
 			      64 * MIB, (unsigned long long)cfg.max_memory);
 	}
 	ck_assert_ptr_nonnull(strstr(seen_stderr, "using the default 64MiB"));
+}
+END_TEST
+
+/* DD_PROFILING_ALLOCATION_ENABLED and DD_PROFILING_HEAP_ENABLED turn the two memory
+ * profiles on; DD_PROFILING_HEAP_SAMPLE_SIZE is their mean interval, a size like
+ * DD_PROFILING_MAX_MEMORY's; a bad one warns and keeps 512 KiB. */
+START_TEST(test_allocation_settings_and_a_bad_interval_keeps_the_default)
+{
+	struct config cfg;
+	load_one_good(&cfg, "DD_PROFILING_ALLOCATION_ENABLED", "true");
+	ck_assert(cfg.allocation_enabled && !cfg.heap_enabled);
+	load_one_good(&cfg, "DD_PROFILING_HEAP_ENABLED", "1");
+	ck_assert(cfg.heap_enabled && !cfg.allocation_enabled);
+	load_one_good(&cfg, "DD_PROFILING_HEAP_SAMPLE_SIZE", "64K");
+	ck_assert_uint_eq(cfg.alloc_interval, 64 << 10);
+	load_one_good(&cfg, "DD_PROFILING_HEAP_SAMPLE_SIZE", "1");
+	ck_assert_uint_eq(cfg.alloc_interval, 1);
+	static const char *const bad[] = {"0", "-5", "abc", "2T", "1.5M"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_HEAP_SAMPLE_SIZE", bad[i]);
+		ck_assert_msg(cfg.alloc_interval == 512 << 10, "\"%s\": %llu", bad[i],
+			      (unsigned long long)cfg.alloc_interval);
+	}
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "DD_PROFILING_HEAP_SAMPLE_SIZE"));
 }
 END_TEST
 
@@ -657,6 +684,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_unwind_cache_dir_follows_the_xdg_rule_and_can_be_turned_off);
 	tcase_add_test(tc, test_max_memory_accepts_binary_suffixes_in_any_case);
 	tcase_add_test(tc, test_bad_max_memory_warns_once_and_uses_default);
+	tcase_add_test(tc, test_allocation_settings_and_a_bad_interval_keeps_the_default);
 	tcase_add_test(tc, test_signal_accepts_sigprof_and_realtime_signals);
 	tcase_add_test(tc, test_refused_signal_warns_once_and_uses_auto);
 	tcase_add_test(tc, test_bad_signal_warns_once_and_uses_auto);
