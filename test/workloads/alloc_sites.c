@@ -1,0 +1,158 @@
+/*
+ * alloc_sites.c - the allocation profile's workloads, with the truth they measure.
+ *
+ * usage:
+ *   alloc_sites sites [MiB=2048]  allocates MiB in all at two call sites, site_a on 70%
+ *                                 of the calls and site_b on 30%, sizes 16 B .. 1 MiB
+ *                                 (log-uniform, a fixed seed), each block touched and
+ *                                 freed at once; prints the bytes of each site.
+ *   alloc_sites coverage [MiB=64] calls each allocation entry point once per 64 KiB
+ *                                 block until MiB, each from a function of its own
+ *                                 (cov_malloc, cov_calloc, ...); prints the bytes each.
+ * Lines are "name value", read by the integration tests.
+ */
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9E3779B97F4A7C15ULL;
+
+static uint64_t next(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545F4914F6CDD1DULL;
+}
+
+/* 16 B .. 1 MiB, log-uniform: 2^(4 + 16 u). */
+static size_t next_size(void)
+{
+	double u = (double)(next() >> 11) / (double)(1ULL << 53);
+	double lg = 4.0 + 16.0 * u;
+	size_t whole = (size_t)1 << (unsigned)lg;
+	return whole + (size_t)((double)whole * (lg - (unsigned)lg));
+}
+
+static volatile char sink;
+
+__attribute__((noinline)) void site_a(size_t size)
+{
+	char *p = malloc(size);
+	p[0] = 1;
+	sink += p[size - 1];
+	free(p);
+}
+
+__attribute__((noinline)) void site_b(size_t size)
+{
+	char *p = malloc(size);
+	p[0] = 2;
+	sink += p[size - 1];
+	free(p);
+}
+
+static int run_sites(uint64_t total)
+{
+	uint64_t a = 0, b = 0;
+	while (a + b < total) {
+		size_t size = next_size();
+		if (next() % 10 < 7) {
+			site_a(size);
+			a += size;
+		} else {
+			site_b(size);
+			b += size;
+		}
+	}
+	printf("site_a_bytes %llu\nsite_b_bytes %llu\n", (unsigned long long)a,
+	       (unsigned long long)b);
+	return 0;
+}
+
+#define COV_BLOCK (64u << 10)
+
+__attribute__((noinline)) void cov_malloc(void)
+{
+	free(malloc(COV_BLOCK));
+}
+
+__attribute__((noinline)) void cov_calloc(void)
+{
+	free(calloc(COV_BLOCK / 16, 16));
+}
+
+/* Growth: a realloc to COV_BLOCK from 16 bytes counts COV_BLOCK. */
+__attribute__((noinline)) void cov_realloc(void)
+{
+	void *p = malloc(16);
+	free(realloc(p, COV_BLOCK));
+}
+
+__attribute__((noinline)) void cov_reallocarray(void)
+{
+	free(reallocarray(NULL, COV_BLOCK / 16, 16));
+}
+
+__attribute__((noinline)) void cov_posix_memalign(void)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 64, COV_BLOCK) == 0)
+		free(p);
+}
+
+__attribute__((noinline)) void cov_aligned_alloc(void)
+{
+	free(aligned_alloc(64, COV_BLOCK));
+}
+
+__attribute__((noinline)) void cov_memalign(void)
+{
+	free(memalign(64, COV_BLOCK));
+}
+
+__attribute__((noinline)) void cov_valloc(void)
+{
+	free(valloc(COV_BLOCK));
+}
+
+__attribute__((noinline)) void cov_pvalloc(void)
+{
+	free(pvalloc(COV_BLOCK));
+}
+
+static int run_coverage(uint64_t total)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} entry[] = {
+	    {"cov_malloc", cov_malloc},		    {"cov_calloc", cov_calloc},
+	    {"cov_realloc", cov_realloc},	    {"cov_reallocarray", cov_reallocarray},
+	    {"cov_posix_memalign", cov_posix_memalign}, {"cov_aligned_alloc", cov_aligned_alloc},
+	    {"cov_memalign", cov_memalign},	    {"cov_valloc", cov_valloc},
+	    {"cov_pvalloc", cov_pvalloc},
+	};
+	size_t n = sizeof(entry) / sizeof(entry[0]);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t done = 0;
+		for (; done < total; done += COV_BLOCK)
+			entry[i].fn();
+		printf("%s_bytes %llu\n", entry[i].name, (unsigned long long)done);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "sites";
+	uint64_t mib = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
+	if (strcmp(mode, "sites") == 0)
+		return run_sites((mib ? mib : 2048) << 20);
+	if (strcmp(mode, "coverage") == 0)
+		return run_coverage((mib ? mib : 64) << 20);
+	fprintf(stderr, "usage: alloc_sites sites|coverage [MiB]\n");
+	return 2;
+}
