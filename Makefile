@@ -343,6 +343,9 @@ BENCH_BINS := $(BUILD)/bench/bench_handler $(BUILD)/bench/bench_trie \
 	$(BUILD)/bench/bench_serialize $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn \
 	$(BUILD)/bench/many_stacks $(BUILD)/bench/maxrss
 
+# Beside the current build, libddprof at BENCH_BASE_REV (the "before" column; its default
+# and the build are in scripts/bench/run): make bench BENCH_BASE_REV=<rev> compares with
+# another revision, BENCH_BASE_REV= with none.
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@bash scripts/bench/run
@@ -364,5 +367,6 @@ guards: all
 clean:
 	rm -rf $(BUILD)
 
-# The header dependencies of every object built so far (-MMD).
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# The header dependencies of every object built so far (-MMD), but those of the bench's
+# before build (another revision's tree under $(BUILD)/bench/base, scripts/bench/build-base).
+-include $(shell find $(BUILD) -path $(BUILD)/bench/base -prune -o -name '*.d' -print 2>/dev/null)

@@ -18,6 +18,17 @@ Writes one JSON file per benchmark into RESULTS_DIR (rendered by report.py):
   startup.json   extra wall time of /bin/true under LD_PRELOAD
   memory.json    extra peak RSS of 64 threads with ~10k distinct stacks
                  (build/bench/many_stacks), with the default ceiling and a small one
+  micro.json     with a before build only: the handler's, the trie's and the
+                 serializer's micro-benchmarks of both builds, alternated (bench_micro)
+  base.json      which before build ran, if one was asked for
+
+The before build ("libddprof-before"): libddprof as it was at an older revision
+(BENCH_BASE_REV, built by scripts/bench/build-base into BENCH_BASE_DIR; scripts/bench/run
+sets both). Wherever libddprof runs it runs too, as one more candidate interleaved with
+the others, so that the machine's drift hits both builds alike. Each benchmark then adds
+to its JSON file a list "before_after" of figures (before_after()): after and before
+with their 95% intervals, and the interval of after / before (or after - before) paired
+by round. Without a before build, the benchmarks run as before and write no such list.
 
 The peers (PEERS), run wherever a profiler is compared (overhead, accuracy, spawn except
 the fork after an upload, which is libddprof's own uploader's case, start-up, memory):
@@ -57,6 +68,18 @@ ASPROF = os.environ.get("BENCH_ASPROF",
 # async-profiler is not in Debian: without its library (BENCH_ASPROF elsewhere), the
 # benchmarks run with gperftools alone (and say so).
 PEERS = ("gperftools",) + (("async-profiler",) if os.path.exists(ASPROF) else ())
+# The before build (see the top): its library, and its own unwind table cache (the two
+# builds never read or replace each other's tables, whatever their formats; each
+# cache is warm after the build's first process, as the current one's is).
+BASE_DIR = os.environ.get("BENCH_BASE_DIR", "")
+BASE_REV = os.environ.get("BENCH_BASE_REV", "")
+LIBS = {"libddprof": LIBDDPROF,
+        "libddprof-before": os.path.join(BASE_DIR, "build", "libddprof.so")}
+BASE_CACHE = os.path.join(BASE_DIR, "unwind-cache")
+BEFORE = ("libddprof-before",) if BASE_DIR and os.path.exists(LIBS["libddprof-before"]) \
+    else ()
+# The builds of libddprof measured: the current one, and the before build when there is one.
+MINE = ("libddprof",) + BEFORE
 BENCH = os.path.join(ROOT, "build", "bench")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
 PPROF_DUMP = os.path.join(ROOT, "build", "pprof-dump")
@@ -77,7 +100,7 @@ class Profiler:
     """One candidate: how to run a program under it, and how to read its profiles."""
 
     def __init__(self, kind, hz=None, extra=None, files=True):
-        self.kind = kind  # "none", "libddprof", "gperftools", "async-profiler"
+        self.kind = kind  # "none", a key of LIBS, or one of PEERS
         self.hz = hz
         self.extra = extra or {}
         self.files = files  # libddprof: profiles to files (else its default exporter)
@@ -92,8 +115,10 @@ class Profiler:
         if self.kind == "none":
             return env
         self.dir = tempfile.mkdtemp(prefix="ddprof-bench-")
-        if self.kind == "libddprof":
-            env["LD_PRELOAD"] = LIBDDPROF
+        if self.kind in LIBS:
+            env["LD_PRELOAD"] = LIBS[self.kind]
+            if self.kind == "libddprof-before":
+                env["DD_PROFILING_UNWIND_CACHE_DIR"] = BASE_CACHE
             if self.files:
                 env["DD_PROFILING_OUTPUT_DIR"] = self.dir
             env["DD_PROFILING_LOG_LEVEL"] = "error"
@@ -121,7 +146,7 @@ class Profiler:
         number of distinct stacks (pprof samples / gperftools records / async-profiler
         collapsed lines) and of dropped samples (libddprof's `[dropped]`)."""
         total, stacks, dropped = 0, 0, 0
-        if self.kind == "libddprof":
+        if self.kind in LIBS:
             files = sorted(os.path.join(self.dir, f) for f in os.listdir(self.dir))
             if files:
                 out = subprocess.run([PPROF_DUMP, "--json"] + files, check=True,
@@ -265,11 +290,12 @@ def median(xs):
 def paired(cands, rounds, measure):
     """For each round, each candidate is run next to a fresh baseline run (order within
     the pair and of the candidates random). measure(prof) -> dict of numbers.
-    Returns {cand.name: [(base, cand) ...]}."""
+    Returns {cand.name: [(round, base, cand) ...]} (round: its index, which pairs the
+    candidates' measures of a round with each other)."""
     base = Profiler("none")
     pairs = {c.name: [] for c in cands}
     hung = {c.name: 0 for c in cands}  # in this call (HUNG counts per benchmark)
-    for _ in range(rounds):
+    for ri in range(rounds):
         # A candidate that hung in each of its first GIVE_UP_AFTER runs here (gperftools
         # in the fork cases, every time on these machines) is not run again: each hang
         # costs the time limit.
@@ -283,7 +309,7 @@ def paired(cands, rounds, measure):
                 else:
                     m = measure(c)
                     b = measure(base)
-                pairs[c.name].append((b, m))
+                pairs[c.name].append((ri, b, m))
             except Hung as e:
                 print("  %s (%s, pair left out)" % (e, "crashed" if isinstance(e, Crashed)
                                                   else "killed"))
@@ -321,11 +347,55 @@ def median_ci(xs):
     return [s[lo - 1], s[hi - 1]]
 
 
+def before_after(figure, label, after, before, paired_values, better, how="ratio", unit=""):
+    """One figure of the two builds, for the report's before/after table.
+    after, before: the figure's values over the rounds (or runs) of each build, whose
+    medians and 95% intervals (median_ci) are shown side by side; paired_values: the
+    after / before ratio (how="ratio") or after - before difference (how="difference")
+    of the two builds' measures within each round, the comparison itself. better: "lower"
+    or "higher". `worse` is True when that interval lies wholly on the worse side of no
+    change (1, or 0), None without an interval (fewer than 6 pairs)."""
+    ci = median_ci(paired_values)
+    same = 1.0 if how == "ratio" else 0.0
+    worse = None
+    if ci:
+        worse = ci[0] > same if better == "lower" else ci[1] < same
+    return {"figure": figure, "label": label, "unit": unit, "better": better,
+            "after": median(after), "after_ci": median_ci(after),
+            "before": median(before), "before_ci": median_ci(before),
+            "how": how, "value": median(paired_values), "ci": ci,
+            "pairs": len(paired_values), "worse": worse}
+
+
+def same_rounds(a, b):
+    """[(a[r], b[r])] for the rounds r in both dicts (a run that hung leaves its round
+    out of one build only)."""
+    return [(a[r], b[r]) for r in sorted(a.keys() & b.keys())]
+
+
+def num(x):
+    return "n/a" if x is None else "%.4g" % x
+
+
+def ci_text(ci):
+    return "%s to %s" % (num(ci[0]), num(ci[1])) if ci else "n/a"
+
+
+def print_before_after(figs):
+    for f in figs:
+        print("  before/after %-44s after %s (%s)  before %s (%s)  %s %s (%s, %d "
+              "pairs): %s" % (
+                  f["label"], num(f["after"]), ci_text(f["after_ci"]), num(f["before"]),
+                  ci_text(f["before_ci"]), "after/before" if f["how"] == "ratio" else
+                  "after-before", num(f["value"]), ci_text(f["ci"]), f["pairs"],
+                  {True: "WORSE", False: "not worse", None: "no interval"}[f["worse"]]))
+
+
 def grouped(groups, rounds, measure):
     """Like paired, but each round runs a baseline with every candidate of a group (one
-    group per rate: libddprof and its PEERS), all in random order: the candidates of
-    a group share their baseline, and compare with each other directly in the same
-    round, without the noise of two baselines. rounds: one count per group (a group
+    group per rate: libddprof, its before build and its PEERS), all in random order: the
+    candidates of a group share their baseline, and compare with each other directly in
+    the same round, without the noise of two baselines. rounds: one count per group (a group
     with fewer rounds sits out the last ones; the groups still alternate at random).
     Returns, per group, a list of {name: measure} per round (Hung runs leave their
     round out)."""
@@ -352,9 +422,13 @@ def grouped(groups, rounds, measure):
 
 
 OVERHEAD_KEYS = ("work_wall", "work_cpu", "proc_wall", "proc_cpu")
-# overhead.json: a libddprof row's within-round ratios to each peer, under these keys
-# (and KEY + "_ci"); "vs_gperftools" predates async-profiler and keeps its name.
-VS_KEY = {"gperftools": "vs_gperftools", "async-profiler": "vs_asprof"}
+OVERHEAD_LABELS = {"work_wall": "work wall", "work_cpu": "work CPU",
+                   "proc_wall": "process wall", "proc_cpu": "process CPU"}
+# overhead.json: a libddprof row's within-round ratios to each peer and to the before
+# build, under these keys (and KEY + "_ci"); "vs_gperftools" predates async-profiler and
+# keeps its name.
+VS_KEY = {"gperftools": "vs_gperftools", "async-profiler": "vs_asprof",
+          "libddprof-before": "vs_before"}
 
 
 def bench_overhead(resdir):
@@ -366,11 +440,11 @@ def bench_overhead(resdir):
     # speed drifts from run to run. Both profilers cost ~0.1-0.5% here, so the median
     # of 11 rounds (standard error ~0.5%) decided the targets by chance. The target
     # rates get 33 rounds (~0.3%); 19 Hz and 250 Hz, only plotted, keep 11. Each round
-    # runs the baseline, libddprof, gperftools and async-profiler back to back: the
-    # comparison with a peer is the median of their ratio within a round (vs_gperftools,
-    # vs_asprof).
+    # runs the baseline, libddprof (and its before build), gperftools and async-profiler
+    # back to back: the comparison with a peer is the median of their ratio within a
+    # round (vs_gperftools, vs_asprof, vs_before).
     rounds = [2 if QUICK else (33 if hz in (99, 1000) else 11) for hz in rates]
-    groups = [[Profiler(k, hz) for k in ("libddprof",) + PEERS] for hz in rates]
+    groups = [[Profiler(k, hz) for k in MINE + PEERS] for hz in rates]
 
     def measure(prof):
         out, wall, cpu, _ = run(prof, [os.path.join(BENCH, "fixed_work"), "2", str(millions)])
@@ -407,6 +481,17 @@ def bench_overhead(resdir):
                     row[VS_KEY[g.kind]] = {k: median(xs) for k, xs in rel.items()}
                     row[VS_KEY[g.kind] + "_ci"] = {k: median_ci(xs) for k, xs in rel.items()}
             res["rows"].append(row)
+    if BEFORE:
+        # The target rates: each key's ratio to the baseline for both builds, and their
+        # ratio within each round (vs_before's values).
+        res["before_after"] = [
+            before_after("overhead.%d.%s" % (hz, k),
+                         "CPU overhead %d Hz, %s" % (hz, OVERHEAD_LABELS[k]),
+                         [r["libddprof@%d" % hz][k] / r["none"][k] for r in rs],
+                         [r["libddprof-before@%d" % hz][k] / r["none"][k] for r in rs],
+                         [r["libddprof@%d" % hz][k] / r["libddprof-before@%d" % hz][k]
+                          for r in rs], "lower")
+            for hz, rs in zip(rates, results) if hz in (99, 1000) for k in OVERHEAD_KEYS]
     write(resdir, "overhead.json", res)
     for r in res["rows"]:
         if r["work_wall"] is None:
@@ -414,9 +499,10 @@ def bench_overhead(resdir):
         vs = "".join("  / %s: work wall %.3f cpu %.3f" % (
             peer, r[key]["work_wall"], r[key]["work_cpu"])
             for peer, key in VS_KEY.items() if r.get(key) and r[key]["work_wall"])
-        print("  %-14s %5d Hz  work wall %.3f cpu %.3f  process wall %.3f cpu %.3f%s" %
+        print("  %-16s %5d Hz  work wall %.3f cpu %.3f  process wall %.3f cpu %.3f%s" %
               (r["profiler"], r["hz"], r["work_wall"], r["work_cpu"], r["proc_wall"],
                r["proc_cpu"], vs))
+    print_before_after(res.get("before_after", []))
 
 
 def bench_accuracy(resdir):
@@ -432,19 +518,22 @@ def bench_accuracy(resdir):
     out, _, _, _ = run(Profiler("none"), [os.path.join(BENCH, "fixed_work"), "1", "200"])
     f = fields(out)
     millions = 200 * secs / f["cpu_s"]  # iterations for `secs` of CPU per thread
-    rows = []
+    kinds = MINE + PEERS
+    # Run by run, every profiler in random order (the same thread count and repetition),
+    # so that the builds' runs of a repetition can be paired.
+    cpu_split = {}  # (kind, hz, threads, rep) -> profile / kernel
+    fixed = {}  # (kind, hz, threads) -> (profile / process, profile / working threads)
     for hz in (99, 1000):
-        for kind in ("libddprof",) + PEERS:
-            for n in threads:
-                ratios, ratios_fw, ratios_thr = [], [], []
-                prof = Profiler(kind, hz)
-                for rep in range(reps):
+        for n in threads:
+            for rep in range(reps):
+                for kind in random.sample(kinds, len(kinds)):
+                    prof = Profiler(kind, hz)
                     try:
                         out, _, cpu, _ = run(prof, [os.path.join(WORKLOADS, "cpu_split"),
                                                     str(n), str(secs)])
                         kernel = cpu * 1e9
                         total, _, _ = prof.profile_cpu_ns()
-                        ratios.append(total / kernel)
+                        cpu_split[(kind, hz, n, rep)] = total / kernel
                         prof.cleanup()
                         if rep > 0:  # the diagnostic figure: one run (time budget)
                             continue
@@ -452,21 +541,40 @@ def bench_accuracy(resdir):
                                                     "%.1f" % millions])
                         f = fields(out)
                         total, _, _ = prof.profile_cpu_ns()
-                        ratios_fw.append(total / (cpu * 1e9))
-                        ratios_thr.append(total / (f["cpu_s"] * 1e9))
+                        fixed[(kind, hz, n)] = (total / (cpu * 1e9), total / (f["cpu_s"] * 1e9))
                     except Hung as e:
                         print("  %s (run left out)" % e)
                     prof.cleanup()
+    rows = []
+    for hz in (99, 1000):
+        for kind in kinds:
+            for n in threads:
+                ratios = [cpu_split[(kind, hz, n, rep)] for rep in range(reps)
+                          if (kind, hz, n, rep) in cpu_split]
+                fw = fixed.get((kind, hz, n), (None, None))
                 rows.append({"profiler": kind, "hz": hz, "threads": n,
                              "ratio": median(ratios), "runs": ratios,
-                             "ratio_fixed": median(ratios_fw),
-                             "ratio_threads": median(ratios_thr)})
-                print("  %-14s %5d Hz %3d threads  profile/kernel %s; fixed_work: "
+                             "ratio_fixed": fw[0], "ratio_threads": fw[1]})
+                print("  %-16s %5d Hz %3d threads  profile/kernel %s; fixed_work: "
                       "/process %s, /working threads %s" %
-                      (kind, hz, n, fmt(median(ratios)), fmt(median(ratios_fw)),
-                       fmt(median(ratios_thr))))
-    write(resdir, "accuracy.json", {"cpu_seconds_per_thread": secs, "reps": reps,
-                                    "rows": rows})
+                      (kind, hz, n, fmt(median(ratios)), fmt(fw[0]), fmt(fw[1])))
+    res = {"cpu_seconds_per_thread": secs, "reps": reps, "rows": rows}
+    if BEFORE:
+        # The error |profile / kernel - 1| in %, every thread count and repetition of a
+        # rate; paired: the two builds' runs of the same thread count and repetition
+        # (an error's ratio would explode near 0: their difference, in points).
+        res["before_after"] = []
+        for hz in (99, 1000):
+            err = {k: {(n, rep): abs(cpu_split[(k, hz, n, rep)] - 1) * 100
+                       for n in threads for rep in range(reps) if (k, hz, n, rep) in cpu_split}
+                   for k in MINE}
+            res["before_after"].append(before_after(
+                "accuracy.%d" % hz, "accuracy %d Hz, error (profile / kernel vs 1)" % hz,
+                list(err["libddprof"].values()), list(err["libddprof-before"].values()),
+                [a - b for a, b in same_rounds(err["libddprof"], err["libddprof-before"])],
+                "lower", how="difference", unit="%"))
+    write(resdir, "accuracy.json", res)
+    print_before_after(res.get("before_after", []))
 
 
 def fmt(x):
@@ -478,7 +586,7 @@ def bench_spawn(resdir):
     n_threads = 3000 if QUICK else 20000
     n_forks = 200 if QUICK else 1000
     n_storm = 100 if QUICK else 300
-    cands = [Profiler(k) for k in ("libddprof",) + PEERS]
+    cands = [Profiler(k) for k in MINE + PEERS]
     res = {"rounds": rounds, "threads": n_threads, "forks": n_forks, "storm": n_storm,
            "rows": []}
     # The steady state of a process that forks after it has uploaded over HTTP: a local
@@ -497,8 +605,8 @@ def bench_spawn(resdir):
         time.sleep(0.05)
     with open(port_file) as f:
         url = "http://127.0.0.1:%s" % f.read().strip()
-    uploading = [Profiler("libddprof", extra={"DD_TRACE_AGENT_URL": url,
-                                              "DD_PROFILING_UPLOAD_PERIOD": "1"})]
+    uploading = [Profiler(k, extra={"DD_TRACE_AGENT_URL": url,
+                                    "DD_PROFILING_UPLOAD_PERIOD": "1"}) for k in MINE]
     res["after_upload_warmup_s"] = 1.5
     # Thread create+join swings by +-0.1 from run to run on these machines (gperftools,
     # which does nothing per thread, got 0.82 and 0.93 in two runs): its runs take half
@@ -515,6 +623,8 @@ def bench_spawn(resdir):
               [os.path.join(BENCH, "bench_spawn"), "fork", str(n_forks), "1.5"], uploading,
               fork_rounds),
              ("fork_storm", [os.path.join(WORKLOADS, "fork_storm"), str(n_storm)], cands)]
+    if BEFORE:
+        res["before_after"] = []
     try:
         spawn_cases(res, rounds, cases)
     finally:
@@ -522,6 +632,13 @@ def bench_spawn(resdir):
         intake.wait()
         shutil.rmtree(intake_dir, ignore_errors=True)
     write(resdir, "spawn.json", res)
+    print_before_after(res.get("before_after", []))
+
+
+# The spawn cases' names in the before/after figures.
+SPAWN_LABELS = {"threads": "thread create+join", "fork": "fork+exit+wait",
+                "fork_after_upload": "fork+exit+wait, after an upload",
+                "fork_storm": "fork_storm"}
 
 
 def spawn_cases(res, rounds, cases):
@@ -540,24 +657,33 @@ def spawn_cases(res, rounds, cases):
         pairs = paired(cands, case_rounds, measure)
         for c in cands:
             ps = pairs[c.name]
-            ratios = [m / b for b, m in ps]
-            row = {"case": case, "profiler": c.kind, "base_rate": median([b for b, _ in ps]),
-                   "rate": median([m for _, m in ps]), "ratio": median(ratios),
+            ratios = [m / b for _, b, m in ps]
+            row = {"case": case, "profiler": c.kind, "base_rate": median([b for _, b, _ in ps]),
+                   "rate": median([m for _, _, m in ps]), "ratio": median(ratios),
                    "ratio_ci": median_ci(ratios), "ratios": ratios,
                    "pairs": len(ps), "hung": HUNG.get(c.name, 0)}
             res["rows"].append(row)
             if not ps:
-                print("  %-17s %-14s every run hung" % (case, c.kind))
+                print("  %-17s %-16s every run hung" % (case, c.kind))
                 continue
-            print("  %-17s %-14s %9.0f/s vs %9.0f/s  ratio %.3f  (%d hung)" %
+            print("  %-17s %-16s %9.0f/s vs %9.0f/s  ratio %.3f  (%d hung)" %
                   (case, c.kind, row["rate"], row["base_rate"], row["ratio"], row["hung"]))
+        if "libddprof-before" in pairs:
+            # Each build's ratio to its own baseline run; paired: the two builds' rates
+            # within a round (their baselines only add noise to that).
+            a, b = ({r: (m / base, m) for r, base, m in pairs[k]}
+                    for k in ("libddprof", "libddprof-before"))
+            res["before_after"].append(before_after(
+                "spawn." + case, SPAWN_LABELS[case], [x[0] for x in a.values()],
+                [x[0] for x in b.values()], [x[1] / y[1] for x, y in same_rounds(a, b)],
+                "higher"))
 
 
 def bench_startup(resdir):
     n = 60 if QUICK else 400
     # libddprof as a user gets it: no environment, its default exporter (the Datadog
     # agent on localhost:8126, never reached: /bin/true ends before any upload).
-    cands = [Profiler("libddprof", files=False)] + [Profiler(k) for k in PEERS]
+    cands = [Profiler(k, files=False) for k in MINE] + [Profiler(k) for k in PEERS]
     true = shutil.which("true") or "/bin/true"
 
     def measure(prof):
@@ -574,23 +700,40 @@ def bench_startup(resdir):
     rows = []
     for c in cands:
         ps = pairs[c.name]
-        rows.append({"profiler": c.kind, "base_ms": median([b for b, _ in ps]) * 1e3,
-                     "extra_ms": median([m - b for b, m in ps]) * 1e3})
-        print("  %-14s /bin/true +%.3f ms (baseline %.3f ms)" %
+        rows.append({"profiler": c.kind, "base_ms": median([b for _, b, _ in ps]) * 1e3,
+                     "extra_ms": median([m - b for _, b, m in ps]) * 1e3})
+        print("  %-16s /bin/true +%.3f ms (baseline %.3f ms)" %
               (c.kind, rows[-1]["extra_ms"], rows[-1]["base_ms"]))
-    write(resdir, "startup.json", {"runs": n, "rows": rows})
+    res = {"runs": n, "rows": rows}
+    if BEFORE:
+        # Extra ms of each build over its own baseline run; paired: the difference of the
+        # two builds' times within a round.
+        a, b = ({r: ((m - base) * 1e3, m * 1e3) for r, base, m in pairs[k]}
+                for k in ("libddprof", "libddprof-before"))
+        res["before_after"] = [before_after(
+            "startup", "start-up (/bin/true), extra", [x[0] for x in a.values()],
+            [x[0] for x in b.values()], [x[1] - y[1] for x, y in same_rounds(a, b)],
+            "lower", how="difference", unit="ms")]
+    write(resdir, "startup.json", res)
+    print_before_after(res.get("before_after", []))
 
 
 def bench_memory(resdir):
     secs = 0.05 if QUICK else 0.5
     rounds = 1  # long runs (~16 s each in full) and a steady figure
+    # With a before build, the two builds at the default ceiling run in more rounds (just
+    # the two, in random order): an interval of their ratio needs 6 pairs.
+    pair_rounds = (3 if QUICK else 6) if BEFORE else 0
     hz = 1000
-    cands = [Profiler("libddprof", hz),
-             Profiler("libddprof", hz, {"DD_PROFILING_MAX_MEMORY": "256KiB"})] + \
-        [Profiler(k, hz) for k in PEERS]
-    labels = ["default ceiling (64 MiB)", "ceiling 256 KiB"] + [""] * len(PEERS)
+    cands, labels = [], []
+    for k in MINE:
+        cands += [Profiler(k, hz), Profiler(k, hz, {"DD_PROFILING_MAX_MEMORY": "256KiB"})]
+        labels += ["default ceiling (64 MiB)", "ceiling 256 KiB"]
+    pair = [i for i, c in enumerate(cands) if not c.extra]  # the builds' default ceilings
+    cands += [Profiler(k, hz) for k in PEERS]
+    labels += [""] * len(PEERS)
     res = {"threads": 64, "cpu_seconds_per_thread": secs, "hz": hz, "rounds": rounds,
-           "rows": []}
+           "pair_rounds": pair_rounds, "rows": []}
     base = Profiler("none")
     # Through build/bench/maxrss: a peak RSS read here would include this runner's.
     argv = [os.path.join(BENCH, "maxrss"), os.path.join(BENCH, "many_stacks"), "64", str(secs)]
@@ -602,14 +745,17 @@ def bench_memory(resdir):
         f = fields(out)
         return f["child_maxrss_kib"], f["maxrss_kib"]
     samples = [[] for _ in cands]
-    for _ in range(rounds):
-        # One baseline per round (the runs are long); candidates in random order.
-        try:
-            brss = peak(base)
-        except Hung as e:
-            print("  %s (round left out)" % e)
-            continue
-        order = list(range(len(cands)))
+    brss = None
+    for ri in range(max(rounds, pair_rounds)):
+        # One baseline per round (the runs are long; the pair's extra rounds reuse the
+        # last one: the program's own peak hardly moves); candidates in random order.
+        if ri < rounds or brss is None:
+            try:
+                brss = peak(base)
+            except Hung as e:
+                print("  %s (round left out)" % e)
+                continue
+        order = list(range(len(cands))) if ri < rounds else list(pair)
         random.shuffle(order)
         for i in order:
             c = cands[i]
@@ -620,7 +766,7 @@ def bench_memory(resdir):
                 c.cleanup()
                 continue
             _, stacks, dropped = c.profile_cpu_ns()
-            samples[i].append((brss[0], rss[0], stacks, dropped, rss[1] - brss[1]))
+            samples[i].append((brss[0], rss[0], stacks, dropped, rss[1] - brss[1], ri))
             c.cleanup()
     for i, c in enumerate(cands):
         s = samples[i]
@@ -629,14 +775,90 @@ def bench_memory(resdir):
                "extra_kib": median([x[1] - x[0] for x in s]),
                "extra_run_kib": median([x[4] for x in s]),
                "stacks": median([x[2] for x in s]),
-               "dropped": median([x[3] for x in s])}
+               "dropped": median([x[3] for x in s]), "runs": len(s)}
         res["rows"].append(row)
         if s:
-            print("  %-14s %-24s +%.1f MiB (+%.1f MiB before exit; baseline %.1f MiB), "
+            print("  %-16s %-24s +%.1f MiB (+%.1f MiB before exit; baseline %.1f MiB), "
                   "%d stacks, %d dropped" %
                   (c.kind, row["config"], row["extra_kib"] / 1024, row["extra_run_kib"] / 1024,
                    row["base_kib"] / 1024, row["stacks"], row["dropped"]))
+    if BEFORE:
+        # Extra peak RSS (MiB) of each build; paired: their ratio within a round.
+        a, b = ({x[5]: (x[1] - x[0]) / 1024 for x in samples[i]} for i in pair)
+        res["before_after"] = [before_after(
+            "memory", "memory, 64 threads, default ceiling: extra peak RSS",
+            list(a.values()), list(b.values()), [x / y for x, y in same_rounds(a, b)],
+            "lower", unit="MiB")]
     write(resdir, "memory.json", res)
+    print_before_after(res.get("before_after", []))
+
+
+MICRO_TIMEOUT = 300  # seconds; a --quick run takes 0.5-6 s
+
+
+def micro_lines(out):
+    """{"name arg": value} from lines "name arg value ..." (bench_handler: unwinder, depth,
+    ns per sample; bench_trie: mode, threads, puts/s), without comments and the kernel's
+    signal delivery (the same code in both builds)."""
+    vals = {}
+    for line in out.splitlines():
+        p = line.split()
+        if len(p) >= 3 and not p[0].startswith("#") and p[0] != "signal-delivery":
+            vals["%s %s" % (p[0], p[1])] = float(p[2])
+    return vals
+
+
+def micro_serialize(out):
+    """bench_serialize's cold and warm times (ms) from its "key value ..." line."""
+    f = fields(out)
+    return {"cold": f["cold_ms"], "warm": f["warm_ms"]}
+
+
+# The micro-benchmarks compared: name, program, its parser, the unit (and the factor from
+# the program's values to it), which way is better, the label of a key, the keys compared.
+# The trie's figures at 1 and 2 threads only: at the --quick size, more threads than the 2
+# cores give rates that swing by several times from run to run (thread start-up and
+# scheduling, not the trie).
+MICRO = (("handler", "bench_handler", micro_lines, "ns", 1, "lower",
+          lambda key: "handler %s, depth %s" % tuple(key.split()), lambda key: True),
+         ("trie", "bench_trie", micro_lines, "M puts/s", 1e-6, "higher",
+          lambda key: "trie %s, %s thread(s)" % tuple(key.split()),
+          lambda key: int(key.split()[1]) <= 2),
+         ("serialize", "bench_serialize", micro_serialize, "ms", 1, "lower",
+          lambda key: "serialization, %s" % key, lambda key: True))
+
+
+def bench_micro(resdir):
+    """The micro-benchmarks (scripts/bench/run runs the current build's at full size for
+    their tables) of both builds, alternated: each round runs both builds' program in
+    random order, at the --quick size (0.5-6 s a run where the full size takes 3-60 s,
+    so that rounds are many and a round's two runs are seconds apart). Their figure:
+    the median over the rounds of each build's value, paired: their ratio in a round."""
+    rounds = 3 if QUICK else 8
+    dirs = {"libddprof": BENCH, "libddprof-before": os.path.join(BASE_DIR, "build", "bench")}
+    res = {"rounds": rounds, "size": "--quick", "before_after": []}
+    for name, prog, parse, unit, scale, better, label, compared in MICRO:
+        paths = {k: os.path.join(d, prog) for k, d in dirs.items()}
+        if not os.path.exists(paths["libddprof-before"]):
+            print("  %s: the before build has no %s: left out" % (name, prog))
+            continue
+        runs = {k: [] for k in paths}
+        for _ in range(rounds):
+            for k in random.sample(list(paths), len(paths)):
+                out = subprocess.run([paths[k], "--quick"], env=base_env(),
+                                     stdout=subprocess.PIPE, check=True,
+                                     timeout=MICRO_TIMEOUT).stdout.decode()
+                runs[k].append(parse(out))
+        after, before = runs["libddprof"], runs["libddprof-before"]
+        for key in after[0]:
+            if not compared(key) or not all(key in r for r in after + before):
+                continue
+            a, b = [r[key] * scale for r in after], [r[key] * scale for r in before]
+            res["before_after"].append(before_after(
+                "%s.%s" % (name, key.replace(" ", ".")), label(key), a, b,
+                [x / y for x, y in zip(a, b)], better, unit=unit))
+    write(resdir, "micro.json", res)
+    print_before_after(res["before_after"])
 
 
 def main():
@@ -645,8 +867,16 @@ def main():
     only = [a for a in sys.argv[2:] if not a.startswith("--")]
     if "async-profiler" not in PEERS:
         print("bench: %s not found: async-profiler left out (set BENCH_ASPROF)" % ASPROF)
-    benches = [("overhead", bench_overhead), ("accuracy", bench_accuracy),
-               ("spawn", bench_spawn), ("startup", bench_startup), ("memory", bench_memory)]
+    if BASE_REV:
+        commit = ""
+        if BEFORE:
+            with open(os.path.join(BASE_DIR, ".commit")) as f:
+                commit = f.read().strip()
+            print("bench: before column: libddprof at %s (%s)" % (BASE_REV, BASE_DIR))
+        write(resdir, "base.json", {"rev": BASE_REV, "commit": commit, "built": bool(BEFORE)})
+    benches = ([("micro", bench_micro)] if BEFORE else []) + [
+        ("overhead", bench_overhead), ("accuracy", bench_accuracy),
+        ("spawn", bench_spawn), ("startup", bench_startup), ("memory", bench_memory)]
     for name, fn in benches:
         if only and name not in only:
             continue

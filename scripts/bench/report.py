@@ -100,6 +100,16 @@ def peers_in(rows):
     return [p for p in PEERS if any(r["profiler"] == p for r in rows)]
 
 
+# libddprof built at an older revision (scripts/bench/build-base), run beside the current
+# build when the run had one (base.json says which revision).
+BEFORE = "libddprof-before"
+
+
+def mine_in(rows):
+    """The builds of libddprof in these rows: "libddprof", and the before build if it ran."""
+    return ["libddprof"] + ([BEFORE] if any(r["profiler"] == BEFORE for r in rows) else [])
+
+
 def peers_text(peers, conj="and"):
     """'gperftools', 'gperftools and async-profiler'"""
     return (", ".join(peers[:-1]) + " %s " % conj + peers[-1]) if len(peers) > 1 else \
@@ -149,14 +159,15 @@ def overhead_section(ov, svg_name):
            "its start-up and its exit flush (for libddprof: symbolize, encode and write "
            "the final profile), a fixed cost per process that weighs more the shorter the "
            "run (here ~%.2f s of work). Each round runs the baseline (no profiler), "
-           "libddprof and %s at one rate back to back in random order; each "
+           "%s at one rate back to back in random order; each "
            "figure is the median over the rounds (%s) of (run with profiler / "
            "baseline of the same round), and `/ peer` the median of (libddprof / that "
            "peer in the same round), which leaves out the baseline's noise. "
            "Targets (libddprof): <= 1.01 at 99 Hz, <= 1.03 at 1 kHz, %s at "
            "the same rate (`/ peer` at most 1 against each), judged on wall and CPU."
            % (ov["threads"], ov["millions_per_thread"],
-              min(r["base_work_wall"] for r in rows), peers_text(peers), rounds_text(ov),
+              min(r["base_work_wall"] for r in rows), peers_text(mine_in(rows) + peers),
+              rounds_text(ov),
               better_text(peers)), "",
            "`outside work`: extra wall time of the process outside the work (start-up, "
            "exit), in ms.", "",
@@ -293,7 +304,8 @@ def overhead_svg(ov):
               ("gperftools", "work_cpu", "#d62728", ""), ("gperftools", "work_wall",
                                                           "#d62728", "5 3"),
               ("async-profiler", "work_cpu", "#ff7f0e", ""),
-              ("async-profiler", "work_wall", "#ff7f0e", "5 3")]
+              ("async-profiler", "work_wall", "#ff7f0e", "5 3"),
+              (BEFORE, "work_cpu", "#9467bd", ""), (BEFORE, "work_wall", "#9467bd", "5 3")]
     ly = T + 10
     for prof, key, color, dash in series:
         pts = sorted((r["hz"], r[key]) for r in rows if r["profiler"] == prof)
@@ -317,7 +329,7 @@ def accuracy_section(acc):
     rows = acc["rows"]
     by = {(r["profiler"], r["hz"], r["threads"]): r for r in rows}
     threads = sorted({r["threads"] for r in rows})
-    profs = ["libddprof"] + peers_in(rows)
+    profs = mine_in(rows) + peers_in(rows)
     out = ["## Accuracy", "",
            "Profile CPU-time total / the kernel's CPU time of the whole process, from "
            "wait4 (`test/workloads/cpu_split`: every thread burns %.2g s of CPU; start-up "
@@ -467,7 +479,7 @@ def memory_section(mem):
            "Extra peak RSS of "
            "%d threads each burning %.2g s of CPU with a fresh call path per ~50 us "
            "(`scripts/bench/many_stacks.c`: nearly every sample is a new stack), sampled at "
-           "%d Hz, against the same program without a profiler; median of %d pairs. "
+           "%d Hz, against the same program without a profiler; median of %d pairs%s. "
            "`extra`: peak from start to exit, the exit flush included (ru_maxrss, taken by "
            "`scripts/bench/maxrss.c`: Linux carries a peak RSS across exec, so the runner "
            "cannot read it itself); `before exit`: peak at the end of main, so the difference "
@@ -480,6 +492,9 @@ def memory_section(mem):
            "checks CPU timers at its ticks, so at most about tick rate x cores samples, "
            "hence new stacks, per second."
            % (mem["threads"], mem["cpu_seconds_per_thread"], mem["hz"], mem["rounds"],
+              " (the two builds of libddprof at the default ceiling: %d runs each, against "
+              "the first round's baseline)" % mem["pair_rounds"] if mem.get("pair_rounds")
+              else "",
               "; async-profiler: its collapsed lines, stacks told apart by frame names"
               if any(r["profiler"] == "async-profiler" for r in rows) else ""), "",
            "| profiler | ceiling | without (MiB) | extra (MiB) | extra before exit (MiB) | "
@@ -545,6 +560,14 @@ def main():
                 "NS = 1e9 / rate; `ctimer`: one timer_create CPU timer per thread, its "
                 "mode closest to libddprof's)" % asprof_version() if asprof else
                 ""), ""]
+    base = load(res, "base.json")
+    if base and base["built"]:
+        parts += ["`libddprof-before`: libddprof as it was at %s (commit %s), built from that "
+                  "revision's sources by its own Makefile (`scripts/bench/build-base`; "
+                  "`make bench BENCH_BASE_REV=<rev>` picks another), run like libddprof (with "
+                  "an unwind table cache of its own) and interleaved with the others in every "
+                  "benchmark: [Before and after](#before-and-after) compares the two figure by "
+                  "figure." % (base["rev"], base["commit"][:12]), ""]
     if os.path.exists(os.path.join(res, "quick")):
         parts += ["**Quick run (`scripts/bench/run --quick`): few, short runs; the figures "
                   "below are a smoke test, not measurements.**", ""]
@@ -552,6 +575,8 @@ def main():
     summary = summary_section(res, ov)
     if summary:
         parts.append(summary)
+    if base:
+        parts.append(before_after_section(res, base))
     if ov:
         svg_name = os.path.relpath(svg, os.getcwd()) if svg else "overhead.svg"
         parts.append(overhead_section(ov, svg_name))
@@ -668,6 +693,81 @@ def summary_section(res, ov):
         return ""
     out = ["## Targets", "", "| figure | libddprof | target | |", "|---|---|---|---|"]
     out += ["| %s | %s | %s | %s |" % r for r in rows]
+    return "\n".join(out) + "\n"
+
+
+# The benchmarks' results in the order of this document, each with its list of figures
+# of both builds (peers.py's before_after()).
+BEFORE_AFTER_FILES = ("overhead.json", "accuracy.json", "micro.json", "spawn.json",
+                      "startup.json", "memory.json")
+# How a figure's values are written, by unit (ms: from 10 on, one decimal).
+UNIT_FMT = {"": "%.3f", "%": "%.2f%%", "ms": "%.3f ms", "MiB": "%.1f MiB", "ns": "%.0f ns",
+            "M puts/s": "%.2f M/s"}
+
+
+def before_after_section(res, base):
+    """Every figure measured for both builds, side by side with their 95% intervals, and
+    whether after is worse than before beyond the interval of their paired comparison
+    (the intervals are peers.py's median_ci, computed there)."""
+    out = ["## Before and after", ""]
+    if not base["built"]:
+        return "\n".join(out + [
+            "Not measured: libddprof at %s did not build (`build/bench/base.log`)." %
+            base["rev"]]) + "\n"
+    figs = []
+    for name in BEFORE_AFTER_FILES:
+        d = load(res, name)
+        if d:
+            figs += d.get("before_after", [])
+
+    def val(x, unit, signed=False):
+        if x is None:
+            return "n/a"
+        spec = UNIT_FMT[unit] if unit != "ms" or abs(x) < 10 else "%.1f ms"
+        return (spec.replace("%", "%+", 1) if signed else spec) % x
+
+    def interval(ci, unit):
+        return "n/a" if not ci else "%s to %s" % (val(ci[0], unit), val(ci[1], unit))
+
+    def change(f, x):
+        """A value of the paired comparison: a ratio as it is, a difference signed."""
+        return val(x, "") if f["how"] == "ratio" else val(x, f["unit"], signed=True)
+
+    def change_ci(f):
+        return "n/a" if not f["ci"] else "%s to %s" % tuple(change(f, x) for x in f["ci"])
+    worse = [f for f in figs if f["worse"]]
+    open_ = [f for f in figs if f["worse"] is None]
+    out += ["`before`: libddprof at %s; `after`: this commit; both measured in this run, "
+            "interleaved round by round. Each figure is its median over the rounds, as in "
+            "its section below, with the 95%% interval of that median (order statistics), "
+            "except: the handler's, the trie's and the serializer's, the median of %s "
+            "alternated `--quick` runs of each build's program (the trie at 1 and 2 "
+            "threads); accuracy, the error |profile / kernel - 1| in %% over every thread "
+            "count and run at the rate. `after / before`: the median over the rounds of "
+            "the ratio of the two builds' measures within a round, which leaves out the "
+            "drift between rounds; for accuracy (a ratio of errors near 0 means nothing) "
+            "and start-up (ms), their difference `after - before`. **worse**: its 95%% "
+            "interval lies wholly on the worse side of no change (above 1 or 0 for costs, "
+            "below 1 for rates); *n/a*: fewer than 6 pairs, no interval. Each interval "
+            "misses by chance at most 2.5%% of the time on the worse side: with %d "
+            "figures, up to about %.1f flagged per run by chance alone, so a flagged figure "
+            "is re-measured before it is believed." % (
+                base["rev"], (load(res, "micro.json") or {}).get("rounds", "n/a"),
+                len(figs), len(figs) * 0.025), "",
+            "**Worse than before beyond the 95%% interval: %s** (of the %d figures with "
+            "an interval; %d more without one)." % (
+                "; ".join("%s (%s, 95%% CI %s)" % (f["label"], change(f, f["value"]),
+                                                   change_ci(f)) for f in worse)
+                or "none", len(figs) - len(open_), len(open_)), "",
+            "| figure | before (%s) | 95%% CI | after | 95%% CI | after / before "
+            "(after - before) | 95%% CI | pairs | worse? |" % base["rev"],
+            "|---|---|---|---|---|---|---|---|---|"]
+    for f in figs:
+        u = f["unit"]
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %d | %s |" % (
+            f["label"].replace("|", "\\|"), val(f["before"], u), interval(f["before_ci"], u),
+            val(f["after"], u), interval(f["after_ci"], u), change(f, f["value"]), change_ci(f),
+            f["pairs"], {True: "**worse**", False: "no", None: "*n/a*"}[f["worse"]]))
     return "\n".join(out) + "\n"
 
 
