@@ -193,10 +193,10 @@ unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
-TSAN_TESTS := test_stack_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
+TSAN_TESTS := test_bg_host test_stack_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
 	test_app_signals \
 	test_threads
-TSAN_CORE := common/log.c common/process_start.c common/mem_populate.c common/own_stack.c agent/store/region.c \
+TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_stack.c agent/store/region.c \
 	agent/store/stack_trie.c agent/store/profile.c agent/store/profile_types.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \

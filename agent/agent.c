@@ -173,11 +173,9 @@ void agent_start(void)
 /* Unwind tables are built off the application's path, by the uploader thread (one
  * profiler thread: each thread costs every fork), or by a thread of their own if the
  * uploader's could not start. */
-int agent_start_modules(const char *cache_dir, bool (*host)(bool start),
-			own_thread_create_fn create)
+int agent_start_modules(const char *cache_dir, own_thread_create_fn create)
 {
 	cfi_cache_set_dir(cache_dir);
-	modules_set_host(host);
 	return modules_start(create);
 }
 

@@ -54,13 +54,12 @@ int agent_init(const struct config *cfg);
  * that exist already are armed. */
 void agent_start(void);
 
-/* Start-up, after agent_start: where the unwind tables are built. cache_dir is the
- * unwind table cache (NULL or "": none); host wakes the thread that runs the module
- * registry's work (modules_set_host: start asks a host thread waiting for a need to
- * start); create makes a thread of our own when there is no host. 0 or a negative errno
+/* Start-up, after agent_start and uploader_start (which hands the module registry its
+ * background host: modules_set_host): the unwind tables are built from here on, on the
+ * host's thread, or on a thread of our own made with create when there is none.
+ * cache_dir is the unwind table cache (NULL or "": none). 0 or a negative errno
  * (unwinding then uses frame pointers only). */
-int agent_start_modules(const char *cache_dir, bool (*host)(bool start),
-			own_thread_create_fn create);
+int agent_start_modules(const char *cache_dir, own_thread_create_fn create);
 
 /* The profile pair the handler records into, for the uploader (uploader_start). Valid
  * once agent_init succeeded, for the process's life. */

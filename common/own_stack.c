@@ -9,6 +9,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/asan.h"
+
+__thread bool own_thread_self __attribute__((tls_model("initial-exec")));
+
 int own_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -46,6 +50,15 @@ void own_stack_release(struct own_stack *s)
 	s->in_use = false;
 }
 
+/* The first frame of every thread of ours. */
+static void *own_thread_main(void *arg)
+{
+	struct own_stack *s = arg;
+	asan_thread_forget_stack(); /* common/asan.h */
+	own_thread_self = true;
+	return s->fn(s->arg);
+}
+
 int own_thread_create(struct own_stack *s, size_t bytes, own_thread_create_fn create, pthread_t *t,
 		      void *(*fn)(void *), void *arg)
 {
@@ -61,7 +74,9 @@ int own_thread_create(struct own_stack *s, size_t bytes, own_thread_create_fn cr
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = create(t, &attr, fn, arg);
+	s->fn = fn;
+	s->arg = arg;
+	rc = create(t, &attr, own_thread_main, s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc != 0)

@@ -278,7 +278,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	agent_start();
 	/* The uploader thread starts at the process's first need (uploader.h). */
 	uploader_start(&cfg, agent_profiles(), own_create);
-	int rc = agent_start_modules(cfg.unwind_cache_dir, uploader_modules_wake, own_create);
+	int rc = agent_start_modules(cfg.unwind_cache_dir, own_create);
 	if (rc < 0)
 		log_warn("cannot start the module thread (%s); unwinding with frame pointers "
 			 "only",

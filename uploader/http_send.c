@@ -19,6 +19,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/fork_child.h"
 #include "common/log.h"
@@ -34,11 +35,13 @@
 
 enum job_state { JOB_WAITING, JOB_RUNNING, JOB_DONE };
 
-static void (*idle_fn)(void);
+static struct bg_host *idle_host;
+static unsigned idle_services;
 
-void http_send_set_idle(void (*idle)(void))
+void http_send_set_host(struct bg_host *h, unsigned services)
 {
-	idle_fn = idle;
+	idle_host = h;
+	idle_services = services;
 }
 
 struct http_client {
@@ -442,8 +445,8 @@ void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint6
 							 http_plain_events(&c->plain[i]), 0};
 			}
 		}
-		if (idle_fn)
-			idle_fn();
+		if (idle_host)
+			bg_host_run_nested(idle_host, idle_services);
 		if (finished)
 			continue;
 		uint64_t ms = wake > now ? (wake - now) / NS_PER_MS : 0;

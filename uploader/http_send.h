@@ -111,10 +111,12 @@ void http_client_free(struct http_client *c);
 void http_send_all(struct http_client *c, struct http_job *jobs, size_t n, uint64_t deadline_ns,
 		   const _Atomic uint64_t *abort_ns, bool single_attempt);
 
-/* Called by http_send_all at every turn of its wait loop (at most POLL_SLICE_MS apart):
- * the uploader thread's other work (the module registry's) keeps running while a
- * request waits on the network. NULL: none. Set once, before any request. */
-void http_send_set_idle(void (*idle)(void));
+/* At every turn of its wait loop (at most POLL_SLICE_MS apart) http_send_all runs the
+ * services of h (common/bg_host.h) in the services mask that are due: the uploader
+ * thread's other work (unwind tables, timers) keeps running while a request waits on
+ * the network. h NULL: none. Set before any request, by the host's thread. */
+struct bg_host;
+void http_send_set_host(struct bg_host *h, unsigned services);
 
 /* Fork child made while the parent's upload was in flight with libcurl loaded: its
  * locks (and its TLS library's) may be held by a thread that is not here, so https://

@@ -81,6 +81,8 @@ struct mapping_flags {
 	bool used, functions, filenames, line_numbers;
 };
 
+#define COLUMN_NONE UINT32_MAX
+
 struct builder {
 	struct symbolizer *sym;
 	struct strtab strings;
@@ -93,7 +95,7 @@ struct builder {
 	int64_t s_thread_id, s_thread_name, s_process_id;
 	/* The sample's value vector: every kind's values side by side, kind k's from
 	 * column[k] (agent/store/profile_types.h); ncolumns in all. */
-	uint32_t column[PROFILE_KINDS];
+	uint32_t column[PROFILE_KINDS]; /* COLUMN_NONE: a kind the profile leaves out */
 	uint32_t ncolumns;
 	const struct thread_names *names; /* pprof_meta's */
 	int pid;
@@ -242,6 +244,8 @@ static bool is_trampoline(uintptr_t pc)
 static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int32_t tid,
 		       enum profile_kind kind, const uint64_t *kind_values)
 {
+	if (b->column[kind] == COLUMN_NONE)
+		return;
 	uint64_t ids[UNWIND_MAX_DEPTH];
 	if (n > UNWIND_MAX_DEPTH)
 		n = UNWIND_MAX_DEPTH;
@@ -385,7 +389,11 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	b.s_thread_id = intern(&b, "thread id");
 	b.s_thread_name = intern(&b, "thread name");
 	b.s_process_id = intern(&b, "process_id");
+	uint32_t kinds = meta->kinds | PROFILE_KIND_BIT(PROFILE_CPU);
 	for (int k = 0; k < PROFILE_KINDS; k++) {
+		b.column[k] = COLUMN_NONE;
+		if (!(kinds & PROFILE_KIND_BIT(k)))
+			continue;
 		b.column[k] = b.ncolumns;
 		b.ncolumns += profile_types[k].nvalues;
 	}
@@ -427,7 +435,8 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	struct pb_buf body;
 	pb_init(&body);
 	for (int k = 0; k < PROFILE_KINDS; k++)
-		for (uint32_t i = 0; i < profile_types[k].nvalues; i++)
+		for (uint32_t i = 0; b.column[k] != COLUMN_NONE && i < profile_types[k].nvalues;
+		     i++)
 			value_type(&body, &b, PROFILE_SAMPLE_TYPE, profile_types[k].values[i].type,
 				   profile_types[k].values[i].unit);
 	pb_raw(&body, b.samples.data, b.samples.len);

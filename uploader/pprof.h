@@ -42,6 +42,9 @@ struct pprof_meta {
 	/* The threads' names, taken when the profile was swapped out (the encoder reads
 	 * no live agent state); NULL: no names. Not owned. */
 	const struct thread_names *thread_names;
+	/* The kinds whose columns the profile has (PROFILE_KIND_BIT; the CPU's always:
+	 * its period is the profile's); samples of other kinds are left out. */
+	uint32_t kinds;
 };
 
 struct pprof_stats {

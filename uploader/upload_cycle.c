@@ -19,6 +19,7 @@
 #include "agent/symbolize/symbolizer.h"
 #include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"
+#include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/fork_child.h"
 #include "common/log.h"
@@ -128,7 +129,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		meta.startup_cpu_ns = profiles_take_startup(ctx->profiles, &meta.startup_tid);
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(ctx->cfg, &meta, comment_buf);
-		ctx->between_steps();
+		bg_host_run_nested(ctx->host, ctx->between_steps);
 		symbolizer_refresh(ctx->sym);
 		/* The only profile of a process that lived briefly (a fork child, a shell
 		 * command): names without lines, so that its exit does not wait for DWARF
@@ -144,7 +145,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		struct pprof_stats ps;
 		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
 		thread_names_free(&names);
-		ctx->between_steps();
+		bg_host_run_nested(ctx->host, ctx->between_steps);
 		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
 		 * (agent/symbolize/sym_dwarf.c), is given back after every profile: the
 		 * pc cache answers what was named before, and only a cycle with new pcs

@@ -27,8 +27,10 @@ struct upload_ctx {
 	const struct config *cfg;
 	struct profile_pair *profiles;
 	_Atomic uint64_t *exit_abort_ns; /* HTTP gives up past it (export_set_send) */
-	/* The thread's own work between the steps of a long cycle (new threads' timers). */
-	void (*between_steps)(void);
+	/* The thread's own work between the steps of a long cycle (new threads' timers):
+	 * the services of host in the between_steps mask (common/bg_host.h). */
+	struct bg_host *host;
+	unsigned between_steps;
 	/* At exit: whether the thread still counts the final profile's outcome (false:
 	 * uploader_stop gave up waiting and counted it). */
 	bool (*claim_final)(void);

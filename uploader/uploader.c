@@ -26,7 +26,7 @@
 #include "agent/sample/sandbox.h"
 #include "agent/sample/threads.h"
 #include "agent/sample/sampler.h"
-#include "common/asan.h"
+#include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/own_stack.h"
@@ -58,19 +58,28 @@ struct control {
 	bool cycling;		  /* the thread is serializing or exporting (lock released) */
 	uint64_t flush_requested; /* generation counters */
 	uint64_t flush_completed;
-	bool modules_kick; /* modules_service has work (agent/unwind/modules.h) */
-	bool threads_kick; /* threads_service has work (agent/sample/threads.h) */
-	bool warm_asked;   /* this process forked: its first fork asked for upload_cycle_warm */
-	bool warm_kick;	   /* ... and the thread has not done it yet */
-	bool warming;	   /* the thread is in upload_cycle_warm (lock released) */
-	bool quiesce;	   /* exit without a final profile (uploader_quiesce) */
-	bool joinable;	   /* thread is this process's thread, not joined yet */
+	bool warm_asked; /* this process forked: its first fork kicked the warm service */
+	bool warming;	 /* the thread is in upload_cycle_warm (lock released) */
+	bool quiesce;	 /* exit without a final profile (uploader_quiesce) */
+	bool joinable;	 /* thread is this process's thread, not joined yet */
 	pthread_t thread;
 	struct own_stack stack; /* the thread's (common/own_stack.h) */
 };
 
 static pthread_mutex_t ctl_lock_fallback;
 FORK_CHILD_DATA static struct control ctl = {.lock = &ctl_lock_fallback};
+/*
+ * The thread's services (common/bg_host.h), in the order they run when several are
+ * due: the upload first (its period is the one that must hold), then unwind tables,
+ * memory for the active profile, the fork children's symbol warm-up, and new threads'
+ * timers. The host's kicks and run state are under ctl.lock; its due times are in
+ * host_thr, which only the thread writes (not on the fork child's page: the thread's
+ * frequent writes would copy that page after every fork).
+ */
+enum service_id { SVC_UPLOAD, SVC_MODULES, SVC_ROOM, SVC_WARM, SVC_THREADS, SVC_COUNT };
+#define SVC_BIT(id) (1u << (id))
+FORK_CHILD_DATA static struct bg_host host;
+static struct bg_host_thread host_thr;
 /* ctl.running, for uploader_stop to read without the lock. */
 FORK_CHILD_DATA static _Atomic bool thread_spawned;
 /*
@@ -114,32 +123,19 @@ FORK_CHILD_DATA static pid_t spawn_pending_pid;
 
 static void start_deferred(bool may_wait);
 
-/* threads.h's kick: a thread registered for its timer while this thread sleeps long. */
-static void threads_wake(void)
+/* The host's start function: a kick that asks for the thread (a dlopen or dlclose,
+ * whose new tables the thread builds). */
+static void start_for_host(void)
 {
-	pthread_mutex_lock(ctl.lock);
-	ctl.threads_kick = true;
-	pthread_cond_broadcast(&ctl.cond);
-	pthread_mutex_unlock(ctl.lock);
+	start_deferred(false);
 }
 
-bool uploader_modules_wake(bool start)
+/* Lock held: whether the thread runs or is to start (the host's answer to a kick). */
+static void hosting_update_locked(void)
 {
-	/* A dlopen or dlclose: the new tables are built by the thread, so start it. */
-	if (start)
-		start_deferred(false);
-	/* Not waiting, as start_deferred(false): a dlopen from another library's fork
-	 * handler must not wait for the lock our prepare handler holds in this thread. The
-	 * kick is then lost; the thread's periodic rescan finds the module. */
-	if (pthread_mutex_trylock(ctl.lock) != 0)
-		return atomic_load_explicit(&thread_spawned, memory_order_relaxed) ||
-		       atomic_load_explicit(&spawn_pending, memory_order_relaxed);
 	bool hosting = (ctl.running && !ctl.done) ||
 		       (atomic_load_explicit(&spawn_pending, memory_order_relaxed) && !ctl.stop);
-	ctl.modules_kick = true;
-	pthread_cond_broadcast(&ctl.cond);
-	pthread_mutex_unlock(ctl.lock);
-	return hosting;
+	atomic_store_explicit(&host.hosting, hosting, memory_order_relaxed);
 }
 
 void uploader_place_lock(void)
@@ -167,11 +163,11 @@ FORK_CHILD_PATH static void control_init(void)
 	atomic_store_explicit(&thread_spawned, false, memory_order_relaxed);
 	ctl.final_counted = ctl.abandoned = ctl.cycling = false;
 	ctl.flush_requested = ctl.flush_completed = 0;
-	ctl.modules_kick = false;
-	ctl.threads_kick = false;
-	/* A child warms at its own first fork (if it did not adopt a warmed symbolizer, its
-	 * thread reads what its children need then): nothing of the parent's request. */
-	ctl.warm_asked = ctl.warm_kick = ctl.warming = false;
+	/* No kick, no service running (the parent's thread is not here). A child warms at
+	 * its own first fork (if it did not adopt a warmed symbolizer, its thread reads
+	 * what its children need then): nothing of the parent's request. */
+	bg_host_reset(&host);
+	ctl.warm_asked = ctl.warming = false;
 	ctl.quiesce = ctl.joinable = false;
 	own_stack_after_fork(&ctl.stack);
 	atomic_store_explicit(&exiting, false, memory_order_relaxed);
@@ -206,67 +202,152 @@ static bool claim_final_count(void)
 	return mine;
 }
 
-static void service_threads_while_busy(void);
-
 /* When this period's exports must be over: a margin before the next swap. */
-
 static uint64_t period_deadline(uint64_t next, uint64_t period)
 {
 	return next - period / PERIOD_MARGIN_DIVISOR;
 }
 
-/* Uploader thread: when modules_service and threads_service next have work
- * (CLOCK_MONOTONIC; UINT64_MAX: nothing due), set when the thread starts. Not
- * initialized here: .data shares the page of FORK_CHILD_DATA (common/fork_child.ld),
- * where this thread's frequent writes would copy the page after every fork. */
-static uint64_t modules_next;
-static uint64_t threads_next;
+/* The upload service's clock: the end of the current period (CLOCK_MONOTONIC). The
+ * thread's. */
+static uint64_t upload_next;
 
-/* Uploader thread, between the steps of an upload (serializing a big profile takes tens
- * of milliseconds) and during its network waits: new threads' timers that are due. The
- * CPU a thread uses before its timer is armed goes to its first sample's stack: the
- * sooner, the closer to where it was spent. */
-static void service_threads_while_busy(void)
+/* The upload service: one period's profile (upload_cycle_run), at the period's end or
+ * when a flush asks for it (kicked). */
+static uint64_t upload_run(void *arg, uint64_t now)
 {
+	struct upload_ctx *ctx = arg;
+	uint64_t period = up_cfg->upload_period_ns;
 	pthread_mutex_lock(ctl.lock);
-	bool kicked = ctl.threads_kick && !ctl.stop;
-	bool stopping = ctl.stop;
-	ctl.threads_kick &= !kicked;
+	uint64_t flush_gen = ctl.flush_requested;
+	ctl.cycling = true;
 	pthread_mutex_unlock(ctl.lock);
-	if (!stopping &&
-	    (kicked || threads_service_wanted() || clock_now_ns(CLOCK_MONOTONIC) >= threads_next))
-		threads_next = threads_service(clock_now_ns(CLOCK_MONOTONIC));
+	while (upload_next <= now)
+		upload_next += period; /* a missed period is skipped, not made up */
+	upload_cycle_run(ctx, false, period_deadline(upload_next, period));
+	live_sym = ctx->sym; /* read by the fork child handler, once not cycling */
+	now = clock_now_ns(CLOCK_MONOTONIC);
+	while (upload_next <= now)
+		upload_next += period;
+	pthread_mutex_lock(ctl.lock);
+	ctl.cycling = false;
+	ctl.flush_completed = flush_gen;
+	pthread_cond_broadcast(&ctl.cond); /* uploader_flush */
+	pthread_mutex_unlock(ctl.lock);
+	return upload_next;
 }
 
-/* Uploader thread, while an upload waits on the network: the module and thread work
- * that is due, so a library loaded meanwhile gets its unwind table and a new thread its
- * timer without waiting for the upload to end. Not at exit (ctl.stop): the exit flush
- * must not wait for it. */
-static void service_while_busy(void)
+/* Unwind tables of new modules (agent/unwind/modules.h): when modules_service says it
+ * is due, or a dlopen kicks it. */
+static uint64_t modules_run(void *arg, uint64_t now)
 {
-	pthread_mutex_lock(ctl.lock);
-	bool stopping = ctl.stop;
-	bool modules = ctl.modules_kick && !stopping;
-	ctl.modules_kick &= !modules;
-	pthread_mutex_unlock(ctl.lock);
-	if (stopping)
-		return;
+	(void)arg;
+	return modules_service(now);
+}
+
+/* Memory for the active profile (agent/store/profile.h), mapped off the handlers'
+ * path when it asks. */
+static uint64_t room_run(void *arg, uint64_t now)
+{
+	(void)arg;
+	(void)now;
 	profiles_grow_if_needed(up_profiles);
-	if (modules || clock_now_ns(CLOCK_MONOTONIC) >= modules_next)
-		modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
-	service_threads_while_busy();
+	return BG_NEVER;
 }
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
+static bool room_wanted(void *arg)
 {
-	return a < b ? a : b;
+	(void)arg;
+	return profiles_room_wanted(up_profiles);
+}
+
+/* The symbol tables every fork child needs, read once this process has forked. */
+static uint64_t warm_run(void *arg, uint64_t now)
+{
+	struct upload_ctx *ctx = arg;
+	(void)now;
+	/* A fork meanwhile must not adopt a symbolizer mid-update. Not cycling: an exit
+	 * with nothing sampled need not wait. */
+	pthread_mutex_lock(ctl.lock);
+	ctl.warming = true;
+	pthread_mutex_unlock(ctl.lock);
+	upload_cycle_warm(ctx, &exiting);
+	live_sym = ctx->sym;
+	pthread_mutex_lock(ctl.lock);
+	ctl.warming = false;
+	pthread_mutex_unlock(ctl.lock);
+	return BG_NEVER;
+}
+
+/* New threads' timers (agent/sample/threads.h, deferred arming): the CPU a thread uses
+ * before its timer is armed goes to its first sample's stack, so they also run between
+ * the steps of an upload and during its network waits. */
+static uint64_t threads_run(void *arg, uint64_t now)
+{
+	(void)arg;
+	return threads_service(now);
+}
+
+static bool threads_wanted(void *arg)
+{
+	(void)arg;
+	return threads_service_wanted();
+}
+
+static bool threads_before_sleep(void *arg, uint64_t wake)
+{
+	(void)arg;
+	return threads_service_sleep(wake);
+}
+
+static void threads_after_sleep(void *arg)
+{
+	(void)arg;
+	threads_service_awake();
+}
+
+/* The table; arg (the thread's upload context) and the upload's first due time are
+ * filled in as the thread starts. */
+static struct bg_service services[SVC_COUNT] = {
+    [SVC_UPLOAD] = {.name = "upload", .run = upload_run},
+    [SVC_MODULES] = {.name = "modules", .run = modules_run, .first_due_ns = 0, .nests = true},
+    [SVC_ROOM] = {.name = "room",
+		  .run = room_run,
+		  .wanted = room_wanted,
+		  .first_due_ns = BG_NEVER,
+		  .nests = true},
+    [SVC_WARM] = {.name = "warm", .run = warm_run, .first_due_ns = BG_NEVER},
+    [SVC_THREADS] = {.name = "threads",
+		     .run = threads_run,
+		     .wanted = threads_wanted,
+		     .before_sleep = threads_before_sleep,
+		     .after_sleep = threads_after_sleep,
+		     .first_due_ns = BG_NEVER,
+		     .nests = true},
+};
+
+/* While an upload waits on the network: memory, unwind tables and timers, so that a
+ * library loaded meanwhile gets its table and a new thread its timer without waiting
+ * for the upload to end. Not at exit (the host is leaving): the exit flush must not
+ * wait for them. Between the steps of an upload (serializing a big profile takes tens
+ * of milliseconds): timers only. */
+#define SERVICES_WHILE_WAITING (SVC_BIT(SVC_ROOM) | SVC_BIT(SVC_MODULES) | SVC_BIT(SVC_THREADS))
+#define SERVICES_BETWEEN_STEPS SVC_BIT(SVC_THREADS)
+
+static void host_setup(void)
+{
+	bg_host_init(&host, ctl.lock, &ctl.cond, &host_thr);
+	for (unsigned i = 0; i < SVC_COUNT; i++)
+		bg_host_add(&host, &services[i]);
+	host.start = start_for_host;
+	/* The module registry's work runs on this host (a thread of its own only when
+	 * this one cannot start: modules_host_failed). */
+	modules_set_host(&host, SVC_MODULES);
 }
 
 static void *uploader_main(void *arg)
 {
 	(void)arg;
-	asan_thread_forget_stack(); /* common/asan.h */
-	sampler_thread_mark_internal();
 	raw_syscall(SYS_prctl, PR_SET_NAME, (long)UPLOADER_THREAD_NAME, 0, 0);
 	export_set_make(up_cfg, ctl.lock);
 	/* A fork child of a parent that had built no table (its thread had not started):
@@ -284,7 +365,8 @@ static void *uploader_main(void *arg)
 	ctx.cfg = up_cfg;
 	ctx.profiles = up_profiles;
 	ctx.exit_abort_ns = &exit_abort_ns;
-	ctx.between_steps = service_threads_while_busy;
+	ctx.host = &host;
+	ctx.between_steps = SERVICES_BETWEEN_STEPS;
 	ctx.claim_final = claim_final_count;
 	ctx.before_first_tls = register_atexit_after_curl;
 	uint64_t period = up_cfg->upload_period_ns;
@@ -297,97 +379,34 @@ static void *uploader_main(void *arg)
 		profile_start_if_unset(profiles_active(up_profiles), now_rt);
 	uint64_t start_rt = profile_start_ns(profiles_active(up_profiles));
 	uint64_t age = now_rt > start_rt ? now_rt - start_rt : 0;
-	uint64_t next = clock_now_ns(CLOCK_MONOTONIC) + period - (age < period ? age : period);
-	/* This thread also runs the module registry's work (unwind tables of new
-	 * modules): when modules_service says it is due, or a dlopen kicks it; during an
-	 * upload's network waits too (service_while_busy). So do new threads' timers. */
-	modules_next = 0; /* asks modules_service when its work is due */
-	http_send_set_idle(service_while_busy);
+	uint64_t first = period - (age < period ? age : period);
+	upload_next = clock_now_ns(CLOCK_MONOTONIC) + first;
+	services[SVC_UPLOAD].first_due_ns = first;
+	services[SVC_UPLOAD].arg = &ctx;
+	services[SVC_WARM].arg = &ctx;
+	http_send_set_host(&host, SERVICES_WHILE_WAITING);
 	/* New threads' timers are armed by this thread from now on (agent/sample/threads.h). */
-	threads_next = UINT64_MAX;
-	threads_defer_arming(threads_wake);
+	threads_defer_arming(&host, SVC_THREADS);
 	pthread_mutex_lock(ctl.lock);
-	for (;;) {
-		while (!ctl.stop && ctl.flush_requested == ctl.flush_completed) {
-			uint64_t t = clock_now_ns(CLOCK_MONOTONIC);
-			if (t >= next)
-				break;
-			if (ctl.modules_kick || t >= modules_next) {
-				ctl.modules_kick = false;
-				pthread_mutex_unlock(ctl.lock);
-				modules_next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
-				pthread_mutex_lock(ctl.lock);
-				continue;
-			}
-			/* Memory for the active profile, checked at each wake-up
-			 * (agent/store/profile.h); mapped without the lock. */
-			if (profiles_room_wanted(up_profiles)) {
-				pthread_mutex_unlock(ctl.lock);
-				profiles_grow_if_needed(up_profiles);
-				pthread_mutex_lock(ctl.lock);
-				continue;
-			}
-			if (ctl.warm_kick) {
-				ctl.warm_kick = false;
-				/* A fork meanwhile must not adopt a symbolizer mid-update.
-				 * Not cycling: an exit with nothing sampled need not wait. */
-				ctl.warming = true;
-				pthread_mutex_unlock(ctl.lock);
-				upload_cycle_warm(&ctx, &exiting);
-				live_sym = ctx.sym;
-				pthread_mutex_lock(ctl.lock);
-				ctl.warming = false;
-				continue;
-			}
-			if (ctl.threads_kick || t >= threads_next || threads_service_wanted()) {
-				ctl.threads_kick = false;
-				pthread_mutex_unlock(ctl.lock);
-				threads_next = threads_service(clock_now_ns(CLOCK_MONOTONIC));
-				pthread_mutex_lock(ctl.lock);
-				continue;
-			}
-			uint64_t wake = min_u64(next, min_u64(modules_next, threads_next));
-			if (!threads_service_sleep(wake))
-				continue; /* a thread registered meanwhile */
-			struct timespec ts = clock_ns_to_timespec(wake);
-			pthread_cond_clockwait(&ctl.cond, ctl.lock, CLOCK_MONOTONIC, &ts);
-			threads_service_awake();
-		}
-		if (ctl.quiesce) {
-			/* A filter for every thread is about to be installed, or the process
-			 * must be single-threaded for a moment: nothing more, not even a
-			 * final profile (uploader_quiesce). Threads arm their own timers. */
-			threads_defer_arming(NULL);
-			ctl.done = true;
-			pthread_cond_broadcast(&ctl.cond);
-			break;
-		}
-		bool final = ctl.stop;
-		if (final)
-			threads_defer_arming(NULL); /* threads arm their own timers again */
-		uint64_t flush_gen = ctl.flush_requested;
+	/* Returns when uploader_stop or uploader_quiesce asks (bg_host_leave_locked). */
+	bg_host_serve(&host);
+	/* Threads arm their own timers again. */
+	threads_defer_arming(NULL, 0);
+	if (!ctl.quiesce) {
+		/* The final profile, one attempt per exporter (uploader_stop waits for it). A
+		 * quiesce sends nothing: a filter for every thread is about to be installed,
+		 * or the process must be single-threaded for a moment. */
 		ctl.cycling = true;
 		pthread_mutex_unlock(ctl.lock);
-
-		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
-		while (next <= now)
-			next += period; /* a missed period is skipped, not made up */
-		upload_cycle_run(&ctx, final, final ? UINT64_MAX : period_deadline(next, period));
-		live_sym = ctx.sym; /* read by the fork child handler, once not cycling */
-
-		now = clock_now_ns(CLOCK_MONOTONIC);
-		while (next <= now)
-			next += period;
+		upload_cycle_run(&ctx, true, UINT64_MAX);
+		live_sym = ctx.sym;
 		pthread_mutex_lock(ctl.lock);
 		ctl.cycling = false;
-		ctl.flush_completed = flush_gen;
-		if (final) {
-			ctl.done = true;
-			pthread_cond_broadcast(&ctl.cond);
-			break;
-		}
-		pthread_cond_broadcast(&ctl.cond);
+		ctl.flush_completed = ctl.flush_requested;
 	}
+	ctl.done = true;
+	hosting_update_locked();
+	pthread_cond_broadcast(&ctl.cond);
 	pthread_mutex_unlock(ctl.lock);
 	/* The process is exiting: nothing is freed. libcurl handles are left to it
 	 * (cleaning them up could race with the TLS library's own exit cleanup), and
@@ -414,6 +433,7 @@ static int spawn_thread(void)
 		ctl.running = true;
 		atomic_store_explicit(&thread_spawned, true, memory_order_relaxed);
 	}
+	hosting_update_locked();
 	return rc;
 }
 
@@ -423,6 +443,7 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 	exit_flush_timeout_ns = cfg->exit_flush_timeout_ns;
 	up_profiles = pp;
 	up_create = create;
+	host_setup();
 	control_init();
 	uploader_wanted = true;
 	/* Like a fork child's (uploader_atfork_child): a program that ends before its
@@ -431,6 +452,7 @@ int uploader_start(const struct config *cfg, struct profile_pair *pp, thread_cre
 	 * in start_deferred: the pid is written before the flag. */
 	spawn_pending_pid = owner_pid = getpid();
 	atomic_store_explicit(&spawn_pending, true, memory_order_release);
+	hosting_update_locked(); /* one thread: the lock need not be taken yet */
 	return 0;
 }
 
@@ -458,6 +480,7 @@ FORK_CHILD_PATH static void start_deferred(bool may_wait)
 		return;
 	bool mine = atomic_exchange_explicit(&spawn_pending, false, memory_order_relaxed);
 	int rc = mine && !ctl.stop ? spawn_thread() : 0;
+	hosting_update_locked();
 	pthread_mutex_unlock(ctl.lock);
 	if (rc != 0)
 		modules_host_failed(up_create); /* unwind tables all the same */
@@ -531,9 +554,10 @@ bool uploader_quiesce(uint64_t timeout_ns)
 		ctl.quiesce = ctl.stop = true;
 		/* HTTP in flight gives up at its next poll (a lone deadline: relaxed). */
 		atomic_store_explicit(&exit_abort_ns, now, memory_order_relaxed);
-		pthread_cond_broadcast(&ctl.cond);
+		bg_host_leave_locked(&host, true);
 		gone = wait_until(now + timeout_ns, is_done, 0);
 	}
+	hosting_update_locked();
 	bool join = gone && ctl.joinable;
 	ctl.joinable &= !join;
 	pthread_t t = ctl.thread;
@@ -558,8 +582,10 @@ void uploader_resume(void)
 		atomic_store_explicit(&thread_spawned, false, memory_order_relaxed);
 		atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&exiting, false, memory_order_relaxed);
+		bg_host_reset(&host);
 		spawn_pending_pid = getpid();
 		atomic_store_explicit(&spawn_pending, true, memory_order_release);
+		hosting_update_locked();
 	}
 	pthread_mutex_unlock(ctl.lock);
 }
@@ -575,6 +601,7 @@ FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 		 * parked until the process ends (a short fork child exits at once, and
 		 * its exit does not compete with the thread's). */
 		ctl.stop = true;
+		bg_host_leave_locked(&host, false);
 	} else if (ctl.running && !ctl.stop) {
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
 		uint64_t grace = timeout_ns / 2 < EXIT_GRACE_NS ? timeout_ns / 2 : EXIT_GRACE_NS;
@@ -583,7 +610,7 @@ FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 		atomic_store_explicit(&exit_abort_ns, now + timeout_ns - grace,
 				      memory_order_relaxed);
 		ctl.stop = true;
-		pthread_cond_broadcast(&ctl.cond);
+		bg_host_leave_locked(&host, true);
 		if (!wait_until(now + timeout_ns, is_done, 0) && !ctl.final_counted) {
 			ctl.abandoned = true;
 			upload_count(&upload_counters.uploads_dropped, export_set_count());
@@ -644,7 +671,7 @@ int uploader_flush(uint64_t timeout_ns)
 		rc = -ESRCH;
 	} else {
 		uint64_t gen = ++ctl.flush_requested;
-		pthread_cond_broadcast(&ctl.cond);
+		bg_host_kick_locked(&host, SVC_UPLOAD);
 		if (!wait_until(clock_now_ns(CLOCK_MONOTONIC) + timeout_ns, flushed, gen))
 			rc = -ETIMEDOUT;
 	}
@@ -682,8 +709,7 @@ void uploader_atfork_parent(void)
 	 * runs, readies it; every later fork only reads the flag. */
 	if (!ctl.warm_asked) {
 		ctl.warm_asked = true;
-		ctl.warm_kick = true;
-		pthread_cond_broadcast(&ctl.cond);
+		bg_host_kick_locked(&host, SVC_WARM);
 	}
 	pthread_mutex_unlock(ctl.lock);
 }
@@ -718,4 +744,5 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	 * fork of the parent and in the child). */
 	spawn_pending_pid = threads_fork_child_pid(); /* getpid(), without a system call */
 	atomic_store_explicit(&spawn_pending, true, memory_order_relaxed);
+	hosting_update_locked(); /* the child's one thread: its fresh lock is not needed */
 }

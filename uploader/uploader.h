@@ -49,11 +49,6 @@ struct uploader_stats {
  * prepare takes, to the fork-local page (agent/sample/fork_local.h). Idempotent. */
 void uploader_place_lock(void);
 
-/* The module registry's host (modules_set_host): wakes the uploader thread to run
- * modules_service, first starting it when start is set and it waits for a need;
- * returns whether that thread runs or is to run. Any thread, normal context. */
-bool uploader_modules_wake(bool start);
-
 /* Sets the uploader up. cfg and pp must outlive the uploader; create makes the thread
  * (libc's own pthread_create: never an application's wrapper, which may take locks of
  * its own). The thread starts at the process's first need, from a context where the

@@ -29,12 +29,12 @@
 #include "agent/unwind/stack_bounds.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/own_stack.h"
 #include "common/raw_syscall.h"
 
 struct thread_state {
 	uint32_t gen;	      /* fork_gen when last valid: see tls_current */
 	pid_t tid;	      /* 0 = not cached yet */
-	bool internal;	      /* profiler-owned thread: never recorded */
 	bool sampled;	      /* a sample was recorded in this thread */
 	bool exact;	      /* armed its own timer: its end is accounted (sampler_thread_end) */
 	bool ended;	      /* its end was accounted: a late signal records nothing */
@@ -199,7 +199,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 		ts->first_seen = true;
 		ts->exact = true;
 	}
-	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || ts->internal) {
+	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || own_thread_is_self()) {
 		errno = saved_errno;
 		return;
 	}
@@ -388,7 +388,8 @@ void sampler_thread_end(const struct sampler_thread_root *root)
 	atomic_signal_fence(memory_order_seq_cst);
 	bool exact = ts->exact;
 	ts->exact = false;
-	if (!exact || ts->internal || !atomic_load_explicit(&sampler_enabled, memory_order_relaxed))
+	if (!exact || own_thread_is_self() ||
+	    !atomic_load_explicit(&sampler_enabled, memory_order_relaxed))
 		return;
 	if (ts->sampled) {
 		/* The CPU after its last expiry (and before its timer was armed). */
@@ -423,12 +424,7 @@ void sampler_thread_end(const struct sampler_thread_root *root)
 
 bool sampler_thread_is_internal(void)
 {
-	return tls_state.internal;
-}
-
-void sampler_thread_mark_internal(void)
-{
-	tls_state.internal = true;
+	return own_thread_is_self();
 }
 
 FORK_CHILD_PATH void sampler_after_fork_child(pid_t tid)

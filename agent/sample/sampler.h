@@ -94,9 +94,8 @@ struct sampler_thread_root {
 void sampler_thread_armed(bool exact);
 void sampler_thread_end(const struct sampler_thread_root *root);
 
-/* In the calling thread: marks it as a profiler thread; its samples are ignored. */
-void sampler_thread_mark_internal(void);
-/* Whether the calling thread is one of the profiler's own. */
+/* Whether the calling thread is one of the profiler's own (own_thread_create started it:
+ * common/own_stack.h); a signal there records nothing. */
 bool sampler_thread_is_internal(void);
 
 /* The calling thread's tid, cached (one syscall the first time). */

@@ -26,6 +26,7 @@
 #include "common/raw_syscall.h"
 #include "agent/sample/sampler.h"
 #include "agent/unwind/stack_bounds.h"
+#include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/digits.h"
 #include "common/hashmap.h"
@@ -101,7 +102,10 @@ static _Atomic uint64_t deferred_armed, deferred_raced;
  * created one after another, each gone before the service runs, cost it a wake-up
  * every SERVICE_LINGER_NS, not one kick each. */
 #define SERVICE_LINGER_NS (4 * THREADS_ARM_DELAY_NS)
-static void (*defer_kick)(void);
+/* The background host (common/bg_host.h) whose service arms deferred timers, and the
+ * service's id there. */
+static struct bg_host *defer_host;
+static unsigned defer_id;
 static _Atomic uint64_t service_wake_ns;
 static _Atomic uint64_t register_gen;
 static uint64_t service_gen_seen; /* the service's thread only */
@@ -390,8 +394,8 @@ static int register_pending(pid_t tid)
 		       now + THREADS_ARM_DELAY_NS + SERVICE_LINGER_NS;
 	}
 	pthread_mutex_unlock(registry_lock);
-	if (kick && defer_kick)
-		defer_kick(); /* outside the registry lock: it takes the uploader's */
+	if (kick && defer_host)
+		bg_host_kick(defer_host, defer_id); /* outside the registry lock */
 	return e ? 0 : -ENOMEM;
 }
 
@@ -402,7 +406,7 @@ int threads_start_self(bool is_main, size_t stack_size)
 	stack_bounds_self(is_main, stack_size, &r);
 	sampler_thread_setup(tid, r.lo, r.hi,
 			     !atomic_load_explicit(&scan_done, memory_order_acquire));
-	/* Acquire pairs with the release in threads_defer_arming: defer_kick is set. */
+	/* Acquire pairs with the release in threads_defer_arming: defer_host is set. */
 	int rc = !is_main && atomic_load_explicit(&defer_on, memory_order_acquire)
 		     ? register_pending(tid)
 		     : start_tid(tid, true, !is_main);
@@ -642,14 +646,16 @@ bool threads_service_wanted(void)
 	return atomic_load_explicit(&register_gen, memory_order_relaxed) != service_gen_seen;
 }
 
-void threads_defer_arming(void (*kick)(void))
+void threads_defer_arming(struct bg_host *h, unsigned id)
 {
-	/* Written only while defer_on is false, or with the value it has: a thread that
-	 * read defer_on true may be calling it. */
-	if (kick && defer_kick != kick)
-		defer_kick = kick;
-	/* Release pairs with the acquire in threads_start_self: defer_kick is set. */
-	atomic_store_explicit(&defer_on, kick != NULL, memory_order_release);
+	/* Written only while defer_on is false, or with the value they have: a thread
+	 * that read defer_on true may be kicking. */
+	if (h && (defer_host != h || defer_id != id)) {
+		defer_host = h;
+		defer_id = id;
+	}
+	/* Release pairs with the acquire in threads_start_self: defer_host is set. */
+	atomic_store_explicit(&defer_on, h != NULL, memory_order_release);
 }
 
 void threads_refresh_names(void)

@@ -55,14 +55,16 @@ void threads_reap(void);
 void threads_refresh_names(void);
 
 /*
- * Deferred arming, served by one thread (the uploader's): from threads_defer_arming on,
+ * Deferred arming, served by one background host (common/bg_host.h; the uploader's
+ * thread): from threads_defer_arming on,
  * a new thread's timer is armed by threads_service once the thread has lived
  * THREADS_ARM_DELAY_NS, so the many threads of a churning process that end sooner cost
  * no timer system call at all (their CPU is still credited in full at their end:
  * sampler.h). A registration that finds the service asleep for longer than it may wait
- * (the delay plus 4 ms) calls kick (from the new thread, no lock of ours held), which must make the
- * service run soon.
- *  - threads_defer_arming(kick): enable (NULL: disable; threads arm their own again).
+ * (the delay plus 4 ms) kicks the host's service id (from the new thread, no lock of
+ * ours held).
+ *  - threads_defer_arming(h, id): enable (h NULL: disable; threads arm their own
+ *    again).
  *  - threads_service(now): arms the due threads; returns when it next has work
  *    (CLOCK_MONOTONIC; UINT64_MAX: none until a registration).
  *  - threads_service_sleep(wake): before sleeping until wake; false: a registration
@@ -72,7 +74,8 @@ void threads_refresh_names(void);
  * A fork child's threads arm their own timers until its own service is enabled.
  */
 #define THREADS_ARM_DELAY_NS 1000000ULL
-void threads_defer_arming(void (*kick)(void));
+struct bg_host;
+void threads_defer_arming(struct bg_host *h, unsigned id);
 uint64_t threads_service(uint64_t now);
 bool threads_service_sleep(uint64_t wake_ns);
 void threads_service_awake(void);

@@ -18,9 +18,14 @@
 #define PROFILE_VALUES_MAX 2
 
 enum profile_kind {
-	PROFILE_CPU, /* sampled on each thread's CPU clock (agent/sample/sampler.h) */
+	PROFILE_CPU,   /* sampled on each thread's CPU clock (agent/sample/sampler.h) */
+	PROFILE_ALLOC, /* allocations, sampled by bytes (agent/alloc/alloc_sample.h) */
+	PROFILE_HEAP,  /* sampled allocations still alive at the swap (agent/alloc/) */
 	PROFILE_KINDS
 };
+
+/* One bit per kind (a set of kinds: which columns a profile has). */
+#define PROFILE_KIND_BIT(k) (1u << (k))
 
 struct sample_type {
 	const char *type; /* pprof's sample type, e.g. "cpu-time" */

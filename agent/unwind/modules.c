@@ -29,9 +29,8 @@
 #include "agent/unwind/cfi_cache.h"
 #include "agent/unwind/module_map.h"
 #include "agent/sample/fork_local.h"
-#include "agent/sample/sampler.h"
 #include "agent/unwind/unwind.h"
-#include "common/asan.h"
+#include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/own_stack.h"
@@ -513,16 +512,19 @@ FORK_CHILD_PATH void modules_init(void)
 	ctl_cond = fresh;
 }
 
-/* Set by modules_set_host: the thread that runs modules_service (the uploader's). */
-static modules_wake_fn host_wake;
+/* Set by modules_set_host: the background host whose thread runs modules_service (the
+ * uploader's), and the service's id in its table. */
+static struct bg_host *host;
+static unsigned host_id;
 FORK_CHILD_DATA static uint64_t next_due_ns = UINT64_MAX; /* ctl_lock; CLOCK_MONOTONIC */
 /* The service's thread only: the seccomp check for guarded reads is done (a fork child
  * inherits the answer with the filters). */
 static bool guard_checked;
 
-void modules_set_host(modules_wake_fn wake)
+void modules_set_host(struct bg_host *h, unsigned id)
 {
-	host_wake = wake;
+	host = h;
+	host_id = id;
 }
 
 uint64_t modules_service(uint64_t now_ns)
@@ -568,8 +570,6 @@ uint64_t modules_service(uint64_t now_ns)
 static void *modules_thread(void *arg)
 {
 	(void)arg;
-	asan_thread_forget_stack(); /* common/asan.h */
-	sampler_thread_mark_internal();
 	pthread_setname_np(pthread_self(), "ddprof-modules");
 	for (;;) {
 		uint64_t next = modules_service(clock_now_ns(CLOCK_MONOTONIC));
@@ -601,7 +601,7 @@ int modules_start(modules_thread_create_fn create)
 	/* Hosted: the uploader thread runs the service, so the process has one profiler
 	 * thread, not two (each one costs every fork: its stack mappings and its malloc
 	 * arena, which glibc locks and unlocks around fork). */
-	if (host_wake && host_wake(false))
+	if (host && bg_host_wake(host, host_id, false))
 		return 0;
 	return start_own_thread(create);
 }
@@ -654,8 +654,8 @@ void modules_stop(void)
  * the host. Called without ctl_lock. */
 static void wake_service(void)
 {
-	if (host_wake && !own_thread)
-		host_wake(true);
+	if (host && !own_thread)
+		bg_host_wake(host, host_id, true);
 }
 
 /* Cheap on the application's path: a store, and a wake-up only when the thread sleeps

@@ -68,14 +68,14 @@ typedef own_thread_create_fn modules_thread_create_fn;
 /* Publishes an empty map. Normal context, before any handler can run. */
 void modules_init(void);
 
-/* The service's host: a thread that calls modules_service when wake() asks (and when
- * the time it returned comes). wake returns whether that thread runs or will run (it
- * may start late, at the process's first need: uploader.h); when not, modules_start
- * falls back to a thread of our own. start: a dlopen or dlclose, which starts a thread
- * not started yet; modules_start passes false. Set before modules_start. Normal
- * context; wake may be called from any application thread (dlopen). */
-typedef bool (*modules_wake_fn)(bool start);
-void modules_set_host(modules_wake_fn wake);
+/* The service's host (common/bg_host.h): its thread calls modules_service when kicked
+ * by id and when the time it returned comes. A kick that finds the host neither
+ * running nor to start (it may start late, at the process's first need: uploader.h)
+ * makes modules_start fall back to a thread of our own; a dlopen or dlclose kicks with
+ * start, which starts a host thread not started yet. Set before modules_start. Normal
+ * context. */
+struct bg_host;
+void modules_set_host(struct bg_host *h, unsigned id);
 /* Runs the module work that is due (a scan after a notify, the load polls, the
  * periodic rescan) on the calling thread, the host's. Returns when work is next due
  * (CLOCK_MONOTONIC ns), UINT64_MAX when none is. Normal context, no lock held. */

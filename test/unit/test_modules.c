@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/unwind/modules.h"
+#include "common/bg_host.h"
 #include "check_run.h"
 #include "common/asan.h"
 
@@ -164,21 +165,12 @@ START_TEST(publication_under_concurrent_readers)
 END_TEST
 
 /* A host like the uploader thread: runs modules_service when woken or when due. */
+/* A background host (common/bg_host.h) with the module service as its only service, on
+ * a thread of the test's: what the uploader's thread is in the library. */
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t host_cond = PTHREAD_COND_INITIALIZER;
-static bool host_kicked, host_stop, host_running;
-static atomic_uint host_services;
-
-static bool host_wake(bool start)
-{
-	(void)start; /* the host runs from the start */
-	pthread_mutex_lock(&host_lock);
-	host_kicked = true;
-	bool running = host_running;
-	pthread_cond_broadcast(&host_cond);
-	pthread_mutex_unlock(&host_lock);
-	return running;
-}
+static struct bg_host host;
+static struct bg_host_thread host_thr;
 
 static uint64_t mono_ns(void)
 {
@@ -187,32 +179,20 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t modules_run(void *arg, uint64_t now)
+{
+	(void)arg;
+	return modules_service(now);
+}
+
+static const struct bg_service modules_svc = {
+    .name = "modules", .run = modules_run, .first_due_ns = 0, .nests = true};
+
 static void *host_main(void *arg)
 {
 	(void)arg;
-	uint64_t next = UINT64_MAX;
 	pthread_mutex_lock(&host_lock);
-	while (!host_stop) {
-		if (host_kicked || mono_ns() >= next) {
-			host_kicked = false;
-			pthread_mutex_unlock(&host_lock);
-			/* Counted on entry: the test checks it once a table shows up, which the
-			 * service publishes before it returns. */
-			atomic_fetch_add(&host_services, 1);
-			next = modules_service(mono_ns());
-			pthread_mutex_lock(&host_lock);
-			continue;
-		}
-		/* Short waits: the test's own clock, not the service's, bounds it. */
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&host_cond, &host_lock, &ts);
-	}
+	bg_host_serve(&host);
 	pthread_mutex_unlock(&host_lock);
 	return NULL;
 }
@@ -241,10 +221,12 @@ static int no_thread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(v
 START_TEST(hosted_service_builds_tables_and_follows_dlopen)
 {
 	modules_init();
-	pthread_t host;
-	host_running = true;
-	pthread_create(&host, NULL, host_main, NULL);
-	modules_set_host(host_wake);
+	bg_host_init(&host, &host_lock, &host_cond, &host_thr);
+	ck_assert_int_eq(bg_host_add(&host, &modules_svc), 0);
+	atomic_store(&host.hosting, true);
+	pthread_t host_thread;
+	pthread_create(&host_thread, NULL, host_main, NULL);
+	modules_set_host(&host, 0);
 	ck_assert_int_eq(modules_start(no_thread_create), 0);
 	/* The first scan, after the start delay, on the host's thread. */
 	ck_assert_int_eq(modules_wait_ready(5000000000ULL), 0);
@@ -269,14 +251,15 @@ START_TEST(hosted_service_builds_tables_and_follows_dlopen)
 			usleep(1000);
 	}
 	ck_assert_msg(found, "the host never built the dlopen'd library's table");
-	ck_assert_uint_ge(atomic_load(&host_services), 2);
 	modules_stop();
 	pthread_mutex_lock(&host_lock);
-	host_stop = true;
-	pthread_cond_broadcast(&host_cond);
+	bg_host_leave_locked(&host, true);
 	pthread_mutex_unlock(&host_lock);
-	pthread_join(host, NULL);
-	modules_set_host(NULL);
+	pthread_join(host_thread, NULL);
+	/* The first scan, and the one the load notify asked for (kicked by id). */
+	ck_assert_uint_ge(host_thr.runs[0], 2);
+	ck_assert_uint_ge(host.kicks, 1);
+	modules_set_host(NULL, 0);
 	dlclose(h);
 }
 END_TEST
@@ -303,7 +286,7 @@ START_TEST(own_thread_keeps_its_stack_when_the_default_is_small)
 	ck_assert_int_eq(pthread_setattr_default_np(&small), 0);
 	pthread_attr_destroy(&small);
 	modules_init();
-	modules_set_host(NULL);
+	modules_set_host(NULL, 0);
 	ck_assert_int_eq(modules_start(recording_create), 0);
 	ck_assert_uint_ge(created_stack, PROFILER_THREAD_STACK_BYTES);
 	ck_assert_int_eq(modules_wait_ready(5000000000ULL), 0);

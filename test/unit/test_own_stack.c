@@ -139,6 +139,30 @@ START_TEST(test_a_failed_creation_returns_its_error_and_frees_the_stack)
 }
 END_TEST
 
+static void *report_self(void *arg)
+{
+	*(bool *)arg = own_thread_is_self();
+	return NULL;
+}
+
+/* The entry points and the sampler leave our threads alone from their first
+ * instruction: ours say so, an application thread (and the main thread) do not. */
+START_TEST(test_our_threads_know_they_are_ours_and_no_other_thread_does)
+{
+	struct own_stack s = {0};
+	bool ours = false, app = true;
+	pthread_t t;
+	ck_assert_int_eq(own_thread_create(&s, STACK_BYTES, pthread_create, &t, report_self, &ours),
+			 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert(ours);
+	ck_assert_int_eq(pthread_create(&t, NULL, report_self, &app), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert(!app);
+	ck_assert(!own_thread_is_self());
+}
+END_TEST
+
 static Suite *own_stack_suite(void)
 {
 	Suite *s = suite_create("own_stack");
@@ -148,6 +172,7 @@ static Suite *own_stack_suite(void)
 		       test_thread_starts_with_every_signal_blocked_and_the_creator_keeps_its_mask);
 	tcase_add_test(tc, test_a_stack_in_use_is_refused_and_serves_again_once_released);
 	tcase_add_test(tc, test_a_failed_creation_returns_its_error_and_frees_the_stack);
+	tcase_add_test(tc, test_our_threads_know_they_are_ours_and_no_other_thread_does);
 	suite_add_tcase(s, tc);
 	return s;
 }

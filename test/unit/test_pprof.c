@@ -89,6 +89,8 @@ static void teardown(void)
 /* The next build's pprof_meta.startup_cpu_ns and startup_tid (then cleared). */
 static uint64_t next_startup_ns;
 static int32_t next_startup_tid;
+/* The next build's pprof_meta.kinds (then cleared: CPU only). */
+static uint32_t next_kinds;
 
 /* Serializes the active profile after a swap and decodes it into *out. */
 /* Thread names the next build_and_decode hands the encoder (NULL: none). */
@@ -103,8 +105,10 @@ static void build_and_decode(struct pprof_profile *out, size_t *gz_len)
 				  .pid = 4242,
 				  .startup_cpu_ns = next_startup_ns,
 				  .startup_tid = next_startup_tid,
-				  .thread_names = next_names};
+				  .thread_names = next_names,
+				  .kinds = next_kinds};
 	next_names = NULL;
+	next_kinds = 0;
 	next_startup_ns = 0;
 	next_startup_tid = 0;
 	meta.comments[meta.ncomments++] = "service:unit";
@@ -237,6 +241,57 @@ START_TEST(test_samples_keep_counts_weights_and_labels)
 	ck_assert_int_eq(total_count, 40);
 	ck_assert_int_eq(total_ns, 30LL * 4 * PERIOD_NS + 10LL * PERIOD_NS);
 	pprof_free(&prof);
+}
+END_TEST
+
+/* Profile types as data: each kind the profile has gets its columns, CPU's first, and a
+ * sample of one kind has zeros in the others'; a kind the profile leaves out (not
+ * enabled) adds no column and none of its samples. */
+START_TEST(test_each_enabled_kind_has_its_columns_and_others_are_left_out)
+{
+	uintptr_t a[] = {(uintptr_t)known_leaf_function + 2};
+	uintptr_t b[] = {(uintptr_t)known_caller_function + 4};
+	const uint64_t alloc[PROFILE_VALUES_MAX] = {1, 3 * 524288};
+	const uint64_t heap[PROFILE_VALUES_MAX] = {2, 4096};
+	for (int round = 0; round < 2; round++) {
+		profiles_record(&pp, 11, a, 1, PERIOD_NS);
+		profiles_add(&pp, PROFILE_ALLOC, 11, b, 1, alloc);
+		profiles_add(&pp, PROFILE_ALLOC, 11, b, 1, alloc);
+		profiles_add(&pp, PROFILE_HEAP, 11, b, 1, heap);
+		next_kinds = round == 0 ? PROFILE_KIND_BIT(PROFILE_ALLOC) : 0;
+		struct pprof_profile prof;
+		build_and_decode(&prof, NULL);
+		if (round == 1) {
+			/* CPU only: 2 columns, 1 sample (the heap and allocation samples gone). */
+			ck_assert_uint_eq(prof.num_sample_types, 2);
+			ck_assert_uint_eq(prof.num_samples, 1);
+			pprof_free(&prof);
+			break;
+		}
+		ck_assert_uint_eq(prof.num_sample_types, 4);
+		const char *want[4][2] = {{"cpu-samples", "count"},
+					  {"cpu-time", "nanoseconds"},
+					  {"alloc-samples", "count"},
+					  {"alloc-space", "bytes"}};
+		for (int i = 0; i < 4; i++) {
+			ck_assert_str_eq(pprof_str(&prof, prof.sample_types[i].type), want[i][0]);
+			ck_assert_str_eq(pprof_str(&prof, prof.sample_types[i].unit), want[i][1]);
+		}
+		ck_assert_str_eq(pprof_str(&prof, prof.default_sample_type), "cpu-time");
+		ck_assert_uint_eq(prof.num_samples, 2);
+		for (size_t i = 0; i < prof.num_samples; i++) {
+			const int64_t *v = prof.samples[i].values;
+			ck_assert_uint_eq(prof.samples[i].num_values, 4);
+			if (strcmp(leaf_name(&prof, &prof.samples[i]), "known_leaf_function") ==
+			    0) {
+				ck_assert(v[0] == 1 && v[1] == PERIOD_NS && v[2] == 0 && v[3] == 0);
+			} else {
+				ck_assert(v[0] == 0 && v[1] == 0 && v[2] == 2 &&
+					  v[3] == 6 * 524288);
+			}
+		}
+		pprof_free(&prof);
+	}
 }
 END_TEST
 
@@ -536,6 +591,7 @@ int main(void)
 	tcase_add_test(tc, test_encoded_profile_has_cpu_sample_types_period_and_times);
 	tcase_add_test(tc, test_thread_names_come_from_the_snapshot_only);
 	tcase_add_test(tc, test_samples_keep_counts_weights_and_labels);
+	tcase_add_test(tc, test_each_enabled_kind_has_its_columns_and_others_are_left_out);
 	tcase_add_test(tc, test_return_address_at_function_end_names_the_caller);
 	tcase_add_test(tc, test_trampoline_frames_are_left_out_leaf_included);
 	tcase_add_test(tc, test_locations_carry_the_module_mapping_with_build_id);

@@ -38,6 +38,7 @@
 #include "agent/sample/sampler.h"
 #include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"
+#include "common/bg_host.h"
 #include "agent/unwind/unwind.h"
 #include "check_run.h"
 
@@ -168,10 +169,37 @@ static int our_kernel_timers(void)
 	return n;
 }
 
-static atomic_int kicks;
-static void count_kick(void)
+/* The background host (common/bg_host.h) the deferred arming kicks: no thread here
+ * (the tests call threads_service themselves); it counts the kicks. */
+static pthread_mutex_t kick_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t kick_cond = PTHREAD_COND_INITIALIZER;
+static struct bg_host kick_host;
+static struct bg_host_thread kick_thr;
+
+static uint64_t never_run(void *arg, uint64_t now)
 {
-	atomic_fetch_add(&kicks, 1);
+	(void)arg;
+	(void)now;
+	return BG_NEVER;
+}
+
+static const struct bg_service arm_service = {
+    .name = "threads", .run = never_run, .first_due_ns = BG_NEVER};
+
+/* A fresh host, no kick yet. */
+static struct bg_host *kick_host_new(void)
+{
+	bg_host_init(&kick_host, &kick_lock, &kick_cond, &kick_thr);
+	ck_assert_int_eq(bg_host_add(&kick_host, &arm_service), 0);
+	return &kick_host;
+}
+
+static uint64_t kicks(void)
+{
+	pthread_mutex_lock(&kick_lock);
+	uint64_t n = kick_host.kicks;
+	pthread_mutex_unlock(&kick_lock);
+	return n;
 }
 
 START_TEST(test_sampled_thread_credited_exactly)
@@ -363,14 +391,14 @@ START_TEST(test_deferred_thread_armed_late_is_credited_in_full)
 	start_agent(10 * MS);
 	int timers0 = our_kernel_timers();
 	ck_assert_int_ge(timers0, 0);
-	threads_defer_arming(count_kick);
+	threads_defer_arming(kick_host_new(), 0);
 	ck_assert(threads_service_sleep(UINT64_MAX)); /* asleep for long */
 	struct late_job j = {0};
 	pthread_t t;
 	ck_assert_int_eq(pthread_create(&t, NULL, late_main, &j), 0);
 	while (atomic_load(&j.phase) != 1)
 		usleep(1000);
-	ck_assert_int_eq(atomic_load(&kicks), 1);      /* it found the service asleep */
+	ck_assert_int_eq(kicks(), 1);		       /* it found the service asleep */
 	ck_assert(!threads_service_sleep(UINT64_MAX)); /* and it knows why */
 	threads_service_awake();
 	ck_assert_uint_eq(threads_count(), 0); /* 20 ms of CPU, and no timer yet */
@@ -395,7 +423,7 @@ START_TEST(test_deferred_thread_armed_late_is_credited_in_full)
 	int64_t err = (int64_t)c.cpu_ns - (int64_t)j.cpu_ns;
 	ck_assert_msg(llabs(err) < (long long)(MS * 3 / 10), "credited %.3f ms for %.3f ms of CPU",
 		      c.cpu_ns / 1e6, j.cpu_ns / 1e6);
-	threads_defer_arming(NULL);
+	threads_defer_arming(NULL, 0);
 }
 END_TEST
 
@@ -404,15 +432,14 @@ START_TEST(test_deferred_short_threads_make_no_timer)
 	start_agent(10 * MS);
 	int timers0 = our_kernel_timers();
 	ck_assert_int_ge(timers0, 0);
-	threads_defer_arming(count_kick);
-	atomic_store(&kicks, 0);
+	threads_defer_arming(kick_host_new(), 0);
 	/* The service looked a moment ago (the linger after threads it saw): no kick. */
 	uint64_t now = mono_ns();
 	ck_assert(threads_service_sleep(now + THREADS_ARM_DELAY_NS));
 	struct job quick = {.burn_ns = 50000, .root = true};
 	for (int i = 0; i < 300; i++)
 		run_jobs(&quick, 1, 1);
-	ck_assert_int_eq(atomic_load(&kicks), 0);
+	ck_assert_int_eq(kicks(), 0);
 	ck_assert_int_eq(our_kernel_timers(), timers0);
 	ck_assert_uint_eq(threads_timer_failures(), 0);
 	/* Ended, and those with an end-account sample forgotten at the next reap. */
@@ -432,8 +459,8 @@ START_TEST(test_deferred_short_threads_make_no_timer)
 	ck_assert(threads_service_sleep(UINT64_MAX));
 	/* Asleep for long now: the next thread kicks it. */
 	run_jobs(&quick, 1, 1);
-	ck_assert_int_eq(atomic_load(&kicks), 1);
-	threads_defer_arming(NULL);
+	ck_assert_int_eq(kicks(), 1);
+	threads_defer_arming(NULL, 0);
 }
 END_TEST
 
@@ -466,7 +493,7 @@ START_TEST(test_deferred_arming_stress_leaves_no_timer)
 	start_agent(1 * MS);
 	int timers0 = our_kernel_timers();
 	ck_assert_int_ge(timers0, 0);
-	threads_defer_arming(count_kick);
+	threads_defer_arming(kick_host_new(), 0);
 	atomic_store(&service_stop, false);
 	pthread_t svc, ch[4];
 	ck_assert_int_eq(pthread_create(&svc, NULL, service_main, NULL), 0);
@@ -482,7 +509,7 @@ START_TEST(test_deferred_arming_stress_leaves_no_timer)
 	}
 	atomic_store(&service_stop, true);
 	pthread_join(svc, NULL);
-	threads_defer_arming(NULL);
+	threads_defer_arming(NULL, 0);
 	ck_assert_uint_eq(threads_count(), 0);
 	ck_assert_int_eq(our_kernel_timers(), timers0);
 	ck_assert_uint_eq(threads_timer_failures(), 0);
