@@ -19,8 +19,8 @@ TEST_LDLIBS := $(LIB_LDLIBS) -lelf -lz
 # unit tests that check it.
 FORK_LD := -Wl,-T,common/fork_child.ld
 
-LIB_SRCS := $(wildcard common/*.c) $(wildcard agent/*/*.c) $(wildcard uploader/*.c) \
-	$(wildcard preload/*.c)
+LIB_SRCS := $(wildcard common/*.c) $(wildcard agent/*.c) $(wildcard agent/*/*.c) \
+	$(wildcard uploader/*.c) $(wildcard preload/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # Everything but the interposition layer, for unit tests.
 CORE_OBJS := $(filter-out $(BUILD)/obj/preload/%,$(LIB_OBJS))

@@ -15,7 +15,7 @@
 
 /* CLOCK_REALTIME when the process started, from its start time in /proc/self/stat (in
  * clock ticks of the boot-time clock): 0 when unknown. For a fork child's first
- * profile, whose start the fork handler leaves at 0 (preload.c). */
+ * profile, whose start the fork handler leaves at 0 (agent_atfork_child). */
 uint64_t process_start_realtime_ns(void)
 {
 	char buf[1024];

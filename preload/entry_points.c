@@ -10,7 +10,8 @@
  * library, calls accept, poll or read for each request). A program that computes and
  * calls none of these uploads at its exit only.
  * The same calls map memory a profile asked for (agent/store/profile.h) in a process whose
- * thread has not started. Cost when nothing is pending: two relaxed loads per call. The thread is
+ * thread has not started. Cost when nothing is pending: two relaxed loads per call (the
+ * uploader's; the agent is asked only on the cold path, entry_slow). The thread is
  * not started from inside one of the application's signal handlers (read and write are
  * async-signal-safe, and a handler may interrupt any lock), nor in a thread under a
  * seccomp filter we saw installed, nor in one of the profiler's own threads.
@@ -32,9 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/sample/app_signals.h"
-#include "agent/sample/sampler.h"
-#include "agent/sample/sandbox.h"
+#include "agent/agent.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -44,7 +43,7 @@
  * when this call is a safe place for them (a mapping, a thread). */
 static __attribute__((noinline, cold)) void entry_slow(void)
 {
-	if (sampler_thread_is_internal() || app_signals_in_handler() || sandbox_thread_active())
+	if (!agent_may_work_here())
 		return;
 	int saved = errno;
 	uploader_app_call();

@@ -5,14 +5,14 @@
  * Owns: the interposed prctl, syscall, unshare and setns.
  *  - Before a call that installs a seccomp filter (prctl(PR_SET_SECCOMP, ...), or
  *    syscall(SYS_seccomp, ...), libseccomp's way, or syscall(SYS_prctl, ...)), the
- *    profiler is told (agent/sample/sandbox.h): from then on it makes no new kind of system
- *    call in the threads the filter covers. A filter for every thread
- *    (SECCOMP_FILTER_FLAG_TSYNC) covers the profiler's own thread too: it is stopped
- *    first, without a final profile; so is it before strict mode, where a forbidden call
- *    kills the calling thread only and a program ends with its last thread's exit (a
- *    thread of ours left behind would keep it alive). Calls that cannot install one
- *    (libseccomp's probes: strict mode with flags or arguments, a filter without a
- *    program) change nothing; a call that fails gives everything back.
+ *    profiler is told (agent/agent.h, agent/sample/sandbox.h): from then on it makes
+ *    no new kind of system call in the threads the filter covers. A filter for every
+ *    thread (SECCOMP_FILTER_FLAG_TSYNC) covers the profiler's own thread too: it is
+ *    stopped first, without a final profile; so is it before strict mode, where a
+ *    forbidden call kills the calling thread only and a program ends with its last
+ *    thread's exit (a thread of ours left behind would keep it alive). Calls that
+ *    cannot install one (libseccomp's probes: strict mode with flags or arguments, a
+ *    filter without a program) change nothing; a call that fails gives everything back.
  *  - unshare and setns into a user or mount namespace (and the flags that need a
  *    single-threaded process) fail with EINVAL in a process with a second thread: when
  *    the profiler's thread is the only other one, it is stopped for the call and starts
@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/sample/sandbox.h"
+#include "agent/agent.h"
 #include "common/log.h"
 #include "common/raw_syscall.h"
 #include "preload/ddprof.h"
@@ -94,7 +94,7 @@ struct before {
 static struct before before_filter(struct filter_call c)
 {
 	int saved = errno;
-	struct before b = {sandbox_save(), false};
+	struct before b = {agent_sandbox_save(), false};
 	if (c.strict || c.all_threads) {
 		b.quiesced = true;
 		if (!uploader_quiesce(QUIESCE_TIMEOUT_NS))
@@ -102,10 +102,7 @@ static struct before before_filter(struct filter_call c)
 				 "seccomp filter for every thread or strict mode",
 				 QUIESCE_TIMEOUT_NS / 1000000ULL);
 	}
-	if (c.all_threads)
-		sandbox_enter_process();
-	else
-		sandbox_enter_thread();
+	agent_sandbox_enter(c.all_threads);
 	errno = saved;
 	return b;
 }
@@ -113,7 +110,7 @@ static struct before before_filter(struct filter_call c)
 static long after_filter(const struct before *b, long rc)
 {
 	if (rc < 0) {
-		sandbox_restore(b->state);
+		agent_sandbox_restore(b->state);
 		if (b->quiesced)
 			uploader_resume();
 	}

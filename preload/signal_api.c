@@ -3,11 +3,12 @@
  *
  * Owns: sigaction, signal, bsd_signal, sysv_signal (and __sysv_signal, which signal()
  * names under strict standards), sigset, sigignore and siginterrupt, each with the
- * semantics glibc gives it, on top of agent/sample/app_signals.h, so that the application reads
- * and sets its own dispositions as if the profiler were not there (its handlers run
- * with its flags and masks; the sampling signal's action is virtual). glibc implements
- * each of these on its internal sigaction, which the public one would not see: hence
- * one wrapper per name.
+ * semantics glibc gives it, on top of agent_sigaction (agent/agent.h: the sigaction of
+ * agent/sample/app_signals.h), so that the application reads and sets its own
+ * dispositions as if the profiler were not there (its handlers run with its flags and
+ * masks; the sampling signal's action is virtual). glibc implements each of these on
+ * its internal sigaction, which the public one would not see: hence one wrapper per
+ * name.
  * Context: any application thread, signal handlers included (sigaction, signal and
  * sigset are async-signal-safe in POSIX): everything here is async-signal-safe, as is
  * what it calls.
@@ -17,7 +18,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "agent/sample/app_signals.h"
+#include "agent/agent.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
 
@@ -34,7 +35,7 @@ static uint64_t bit_of(int sig)
 /* async-signal-safe */
 DDPROF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	return app_signals_sigaction(sig, act, old);
+	return agent_sigaction(sig, act, old);
 }
 
 /* async-signal-safe. glibc's __bsd_signal: the handler with SA_RESTART (unless
@@ -55,7 +56,7 @@ static __sighandler_t bsd_semantics(int sig, __sighandler_t handler)
 	act.sa_flags = atomic_load_explicit(&interrupting, memory_order_relaxed) & bit_of(sig)
 			   ? 0
 			   : SA_RESTART;
-	if (app_signals_sigaction(sig, &act, &old) < 0)
+	if (agent_sigaction(sig, &act, &old) < 0)
 		return SIG_ERR;
 	return old.sa_handler;
 }
@@ -85,7 +86,7 @@ static __sighandler_t sysv_semantics(int sig, __sighandler_t handler)
 	act.sa_handler = handler;
 	sigemptyset(&act.sa_mask);
 	act.sa_flags = SA_RESETHAND | SA_NODEFER;
-	if (app_signals_sigaction(sig, &act, &old) < 0)
+	if (agent_sigaction(sig, &act, &old) < 0)
 		return SIG_ERR;
 	return old.sa_handler;
 }
@@ -115,7 +116,7 @@ DDPROF_EXPORT __sighandler_t sigset(int sig, __sighandler_t disp)
 		if (sigismember(&old, sig))
 			return SIG_HOLD;
 		struct sigaction cur;
-		if (app_signals_sigaction(sig, NULL, &cur) < 0)
+		if (agent_sigaction(sig, NULL, &cur) < 0)
 			return SIG_ERR;
 		return cur.sa_handler;
 	}
@@ -123,7 +124,7 @@ DDPROF_EXPORT __sighandler_t sigset(int sig, __sighandler_t disp)
 	memset(&act, 0, sizeof(act));
 	act.sa_handler = disp;
 	sigemptyset(&act.sa_mask);
-	if (app_signals_sigaction(sig, &act, &prev) < 0)
+	if (agent_sigaction(sig, &act, &prev) < 0)
 		return SIG_ERR;
 	if (sigprocmask(SIG_UNBLOCK, &one, &old) < 0)
 		return SIG_ERR;
@@ -136,13 +137,13 @@ DDPROF_EXPORT int sigignore(int sig)
 	memset(&act, 0, sizeof(act));
 	act.sa_handler = SIG_IGN;
 	sigemptyset(&act.sa_mask);
-	return app_signals_sigaction(sig, &act, NULL);
+	return agent_sigaction(sig, &act, NULL);
 }
 
 DDPROF_EXPORT int siginterrupt(int sig, int flag)
 {
 	struct sigaction act;
-	if (app_signals_sigaction(sig, NULL, &act) < 0)
+	if (agent_sigaction(sig, NULL, &act) < 0)
 		return -1;
 	uint64_t b = bit_of(sig);
 	if (flag) {
@@ -152,5 +153,5 @@ DDPROF_EXPORT int siginterrupt(int sig, int flag)
 		atomic_fetch_and_explicit(&interrupting, ~b, memory_order_relaxed);
 		act.sa_flags |= SA_RESTART;
 	}
-	return app_signals_sigaction(sig, &act, NULL);
+	return agent_sigaction(sig, &act, NULL);
 }

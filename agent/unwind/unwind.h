@@ -3,7 +3,7 @@
  *
  * An unwinder turns the registers of an interrupted thread into pcs[] (leaf first).
  * The signal handler calls the one sampler_init was given at start-up (an unwinder_fn:
- * the preload layer passes unwind_dwarf; unwind_fp has the same signature).
+ * agent_init (agent/agent.c) passes unwind_dwarf; unwind_fp has the same signature).
  * Context: signal handler (async-signal-safe). Every memory read is bounded to
  * [sp, stack_hi) of the interrupted thread: all of it is mapped for the thread's own
  * stack, so a corrupt frame pointer ends the walk instead of faulting.

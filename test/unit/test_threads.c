@@ -236,7 +236,8 @@ static void *fork_job(void *arg)
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
-		/* What preload.c's child handler does for these modules. */
+		/* What the child handler does for these modules (agent_atfork_child, then
+		 * agent_atfork_child_last). */
 		profiles_reinit_after_fork(&pp, 1);
 		threads_atfork_child();
 		threads_atfork_child_arm();

@@ -1,0 +1,361 @@
+/*
+ * agent.c - the agent's front door (see agent.h): the rooms started, and taken through
+ * a fork, in the order they need.
+ *
+ * Owns: the profile pair (on the fork-local page when it has room), whether the agent
+ * runs, and the sampling signal's blocking around a fork on kernels that restart one.
+ * Context: start-up in the constructor (one thread); thread begin and end, dlopen and
+ * dlclose in application threads (normal context); the fork handlers in the forking
+ * thread and in the child (its only thread); agent_sigaction anywhere, signal handlers
+ * included. The child's path (agent_atfork_child, agent_atfork_child_last, agent_stop)
+ * is FORK_CHILD_PATH and its data FORK_CHILD_DATA (common/fork_child.h): each page a
+ * fork child touches is a page fault.
+ */
+#include "agent/agent.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/sample/app_signals.h"
+#include "agent/sample/fork_local.h"
+#include "agent/sample/threads.h"
+#include "agent/unwind/boot_cfi.h"
+#include "agent/unwind/cfi_cache.h"
+#include "agent/unwind/modules.h"
+#include "agent/unwind/unwind.h"
+#include "common/clock.h"
+#include "common/digits.h"
+#include "common/fork_child.h"
+#include "common/log.h"
+#include "common/raw_syscall.h"
+
+/* On the fork-local page when it has room: the signal handler writes the pair's
+ * counters at every sample, and there the parent takes no copy-on-write fault after
+ * a fork (agent/sample/fork_local.h); a fork child finds it zero-filled. */
+static struct profile_pair profiles_fallback;
+FORK_CHILD_DATA static struct profile_pair *profiles = &profiles_fallback; /* fork child reads */
+/* Set once the agent runs: new threads get timers from then on. Acquire/release pairs
+ * the constructor's set-up with the pthread_create wrapper reading it. */
+/* On the page a fork child touches anyway: its destructor reads it (fork_local.h). */
+FORK_CHILD_DATA _Atomic bool agent_running_flag;
+
+/*
+ * Samples during our fork handlers are harmless: the handler takes no lock and writes
+ * only lock-free state, and in the child the timer is armed last. One exception, where
+ * prepare blocks the sampling signal until the parent and child handlers ran (a system
+ * call in each, which other forks do without): kernels before 5.0 restart a fork when a
+ * signal arrives during it (the memory copy is thrown away): with the thread's CPU timer
+ * running through the fork's kernel work, a fork longer than the period would never
+ * finish (always_block_for_fork).
+ * fork_unblock: this thread's prepare blocked it (it was not blocked before), written
+ * only when it changes. forks_blocking counts such forks in flight: a fork child reads
+ * its TLS only when it is not 0, and otherwise touches one page less.
+ */
+static bool always_block_for_fork;
+static __thread bool fork_unblock __attribute__((tls_model("initial-exec")));
+FORK_CHILD_DATA static _Atomic unsigned forks_blocking;
+
+/* Kernel older than 5.0 ("signal: Don't restart fork when signals come in"), or
+ * unknown: block the sampling signal around every fork. Start-up. */
+static bool kernel_restarts_fork(void)
+{
+	struct utsname u;
+	if (raw_syscall(SYS_uname, (long)&u, 0, 0, 0) != 0) /* not libc's: a code page less */
+		return true;
+	return digits_value(u.release, NULL) < 5;
+}
+
+/* Just the sampling signal; set at start-up, read only after (a fork child calling
+ * sigemptyset would fault in one more page of libc's code; on the page the child
+ * touches anyway, agent/sample/fork_local.h). */
+FORK_CHILD_DATA static sigset_t sampling_set;
+
+static void block_sampling_signal_if_needed(void)
+{
+	bool unblock = false;
+	if (always_block_for_fork) {
+		sigset_t old;
+		pthread_sigmask(SIG_BLOCK, &sampling_set, &old);
+		unblock = sigismember(&old, sampler_signal()) != 1;
+	}
+	if (fork_unblock != unblock)
+		fork_unblock = unblock;
+	if (unblock)
+		atomic_fetch_add_explicit(&forks_blocking, 1, memory_order_relaxed);
+}
+
+/* Only the sampling signal, and only if prepare blocked it: the rest of the mask is
+ * left as the application's handlers leave it. */
+static void restore_signal_mask_parent(void)
+{
+	if (fork_unblock) {
+		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
+		atomic_fetch_sub_explicit(&forks_blocking, 1, memory_order_relaxed);
+	}
+}
+
+FORK_CHILD_PATH static void restore_signal_mask_child(void)
+{
+	/* The count is the parent's at fork; only this thread is here. */
+	if (atomic_load_explicit(&forks_blocking, memory_order_relaxed) == 0)
+		return;
+	if (fork_unblock)
+		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
+	atomic_store_explicit(&forks_blocking, 0, memory_order_relaxed);
+}
+
+int agent_init(const struct config *cfg)
+{
+	profiles = fork_local_or(&profiles_fallback, sizeof(*profiles));
+	/* The profile starts now: the uploader thread may start much later (at the first
+	 * need). A system call, not the vDSO, whose code and data pages /bin/true would
+	 * not touch otherwise (start-up cost); 0 if it fails, and the thread then sets
+	 * the start as it starts (uploader_main). */
+	struct timespec now_rt;
+	uint64_t start_ns = raw_syscall(SYS_clock_gettime, CLOCK_REALTIME, (long)&now_rt, 0, 0) == 0
+				? timespec_ns(&now_rt)
+				: 0;
+	int rc = profiles_init(profiles, cfg->max_memory, start_ns);
+	if (rc < 0) {
+		log_error("cannot reserve %llu bytes for profiles (%s); profiling disabled",
+			  (unsigned long long)cfg->max_memory, strerror(-rc));
+		return rc;
+	}
+	uint64_t period_ns = NS_PER_SEC / cfg->cpu_hz;
+	/* An empty module map first: until the tables are built, the DWARF unwinder
+	 * reads the start-up modules' CFI straight from their memory (boot_cfi.h). */
+	modules_init();
+	boot_cfi_init();
+	unwind_place_counters();
+	/* A seccomp filter may kill us on process_vm_readv: only the stack is read directly
+	 * until the first module refresh has checked for one (reading /proc/self/status
+	 * would be a noticeable share of a short program's start-up: BENCHMARKS.md). */
+	unwind_set_guarded_reads(false);
+	int signo = sampler_init(profiles, period_ns, cfg->signal, unwind_dwarf);
+	if (signo < 0) {
+		log_error("no free signal for sampling; profiling disabled");
+		return signo;
+	}
+	sigemptyset(&sampling_set);
+	sigaddset(&sampling_set, signo);
+	always_block_for_fork = kernel_restarts_fork();
+	rc = threads_init(signo, period_ns);
+	if (rc < 0) {
+		log_error("cannot set up thread tracking (%s); profiling disabled", strerror(-rc));
+		return rc;
+	}
+	sampler_set_enabled(true);
+	return signo;
+}
+
+void agent_start(void)
+{
+	/* Release pairs with the wrapper's acquire. New threads register themselves from
+	 * now on, before the scan, so no thread is missed (one seen twice is armed once). */
+	atomic_store_explicit(&agent_running_flag, true, memory_order_release);
+	bool is_main = getpid() == sampler_gettid();
+	/* The main thread's CPU before its timer (the exec's and the loader's page faults,
+	 * earlier constructors): enough to matter in a short run's total. One system call
+	 * (the vDSO does not serve CPU clocks). */
+	struct timespec pre;
+	if (is_main && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pre) == 0) {
+		uint64_t ns = timespec_ns(&pre);
+		if (ns <= SAMPLER_PRESTART_CREDIT_MAX_NS)
+			profiles_note_startup(profiles, sampler_gettid(), ns);
+	}
+	threads_start_self(is_main, 0);
+	threads_scan_existing();
+}
+
+/* Unwind tables are built off the application's path, by the uploader thread (one
+ * profiler thread: each thread costs every fork), or by a thread of their own if the
+ * uploader's could not start. */
+int agent_start_modules(const char *cache_dir, own_thread_create_fn create)
+{
+	cfi_cache_set_dir(cache_dir);
+	return modules_start(create);
+}
+
+struct profile_pair *agent_profiles(void)
+{
+	return profiles;
+}
+
+void *agent_fork_local_alloc(size_t size)
+{
+	return fork_local_alloc(size);
+}
+
+FORK_CHILD_PATH void agent_stop(void)
+{
+	sampler_set_enabled(false);
+}
+
+struct thread_start *agent_thread_new(void *(*fn)(void *), void *arg, const pthread_attr_t *attr)
+{
+	/* No malloc: see agent/sample/thread_start.h. */
+	struct thread_start *s = thread_start_alloc();
+	if (!s)
+		return NULL;
+	s->fn = fn;
+	s->arg = arg;
+	s->stack_size = thread_start_stack_size(attr);
+	s->sandboxed = sandbox_thread_active();
+	return s;
+}
+
+void agent_thread_new_failed(struct thread_start *s)
+{
+	thread_start_release(s);
+}
+
+void agent_thread_begin(struct thread_start *s, struct thread_start *out)
+{
+	memcpy(out, s, sizeof(*out));
+	thread_start_release(s);
+	/* Filters are inherited: a thread created under one makes no new kind of system
+	 * call for us either (agent/sample/sandbox.h). */
+	if (out->sandboxed) {
+		sandbox_inherit();
+		sandbox_count_skip();
+	} else if (agent_running()) {
+		/* Acquire pairs with the constructor's release: its set-up is visible. Not
+		 * yet running: the start-up scan will find this thread. */
+		threads_start_self(false, out->stack_size);
+	}
+}
+
+void agent_thread_end(const struct sampler_thread_root *root)
+{
+	/* A thread that started before the constructor ran (another library's
+	 * constructor started it) ends here too: if the start-up scan armed its timer,
+	 * its CPU since its last sample is accounted like any thread's. */
+	if (agent_running() && !sandbox_thread_active())
+		threads_exit_self(root);
+}
+
+void agent_module_loading(void)
+{
+	/* The profiler's own loads (libcurl, libdw and their dependencies, from the
+	 * uploader thread) wait for the periodic rescan: the application rarely runs
+	 * their code, and an exit flush should not compete with their tables. */
+	if (agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active())
+		modules_notify_load();
+}
+
+void agent_module_unloaded(void)
+{
+	if (agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active())
+		modules_notify();
+}
+
+bool agent_may_work_here(void)
+{
+	return !sampler_thread_is_internal() && !app_signals_in_handler() &&
+	       !sandbox_thread_active();
+}
+
+void agent_atfork_prepare_first(void)
+{
+	block_sampling_signal_if_needed();
+}
+
+void agent_atfork_prepare(void)
+{
+	threads_atfork_prepare();
+	modules_atfork_prepare();
+}
+
+void agent_atfork_parent(void)
+{
+	modules_atfork_parent();
+	threads_atfork_parent();
+}
+
+void agent_atfork_parent_last(void)
+{
+	restore_signal_mask_parent();
+}
+
+FORK_CHILD_PATH void agent_atfork_child(own_thread_create_fn create)
+{
+	/* A fresh profile: the parent's samples are the parent's to upload. */
+	/* Start time 0: the uploader takes the process's start time when it first needs
+	 * it (uploader.c). A clock read here would cost every child more pages touched
+	 * (the read's stack or the vDSO's), a page fault each. */
+	profiles_reinit_after_fork(profiles, 0);
+	threads_atfork_child();
+	thread_start_after_fork();
+	modules_atfork_child(create);
+}
+
+FORK_CHILD_PATH void agent_atfork_child_last(void)
+{
+	restore_signal_mask_child();
+	app_signals_after_fork_child(threads_fork_child_pid());
+	/* Last: from here on samples may land (harmless: see always_block_for_fork). Not
+	 * under a seccomp filter: a timer is a new kind of system call
+	 * (agent/sample/sandbox.h). */
+	if (!sandbox_thread_active())
+		threads_atfork_child_arm();
+	else
+		sandbox_count_skip();
+}
+
+/* async-signal-safe */
+int agent_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	return app_signals_sigaction(sig, act, old);
+}
+
+struct sandbox_state agent_sandbox_save(void)
+{
+	return sandbox_save();
+}
+
+void agent_sandbox_enter(bool every_thread)
+{
+	if (every_thread)
+		sandbox_enter_process();
+	else
+		sandbox_enter_thread();
+}
+
+void agent_sandbox_restore(struct sandbox_state s)
+{
+	sandbox_restore(s);
+}
+
+void agent_get_diagnostics(struct agent_diagnostics *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (!agent_running())
+		return;
+	d->live_timers = threads_count();
+	d->timer_failures = threads_timer_failures();
+	d->timers_armed_late = threads_deferred_armed();
+	d->foreign_signals = sampler_foreign_signals();
+	d->app_signals = app_signals_forwarded();
+	d->active_profile_bytes = region_used(&profiles_active(profiles)->region);
+	d->signal = sampler_signal();
+	struct modules_stats ms;
+	modules_get_stats(&ms);
+	d->unwind_tables = ms.tables;
+	d->unwind_table_bytes = ms.table_bytes;
+	d->unwind_table_build_ns = ms.build_ns;
+	struct unwind_stats us;
+	unwind_get_stats(&us);
+	d->stacks_unwound = us.walks;
+	d->stacks_incomplete = us.walks - us.complete - us.truncated;
+	d->unwind_fp_fallbacks = us.fp_steps;
+	d->boot_cfi_frames = us.boot_cfi_steps;
+	struct cfi_cache_stats cs;
+	cfi_cache_get_stats(&cs);
+	d->unwind_cache_hits = cs.hits;
+	d->unwind_cache_stored = cs.stored;
+	d->unwind_cache_failures = cs.refused + cs.store_failures;
+	d->sandbox_skips = sandbox_skips();
+}
