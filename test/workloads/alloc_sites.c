@@ -129,10 +129,14 @@ static int run_coverage(uint64_t total)
 		const char *name;
 		void (*fn)(void);
 	} entry[] = {
-	    {"cov_malloc", cov_malloc},		    {"cov_calloc", cov_calloc},
-	    {"cov_realloc", cov_realloc},	    {"cov_reallocarray", cov_reallocarray},
-	    {"cov_posix_memalign", cov_posix_memalign}, {"cov_aligned_alloc", cov_aligned_alloc},
-	    {"cov_memalign", cov_memalign},	    {"cov_valloc", cov_valloc},
+	    {"cov_malloc", cov_malloc},
+	    {"cov_calloc", cov_calloc},
+	    {"cov_realloc", cov_realloc},
+	    {"cov_reallocarray", cov_reallocarray},
+	    {"cov_posix_memalign", cov_posix_memalign},
+	    {"cov_aligned_alloc", cov_aligned_alloc},
+	    {"cov_memalign", cov_memalign},
+	    {"cov_valloc", cov_valloc},
 	    {"cov_pvalloc", cov_pvalloc},
 	};
 	size_t n = sizeof(entry) / sizeof(entry[0]);
