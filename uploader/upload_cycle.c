@@ -13,11 +13,11 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "agent/agent_snapshot.h"
 #include "agent/sample/app_signals.h"
 #include "agent/unwind/modules.h"
 #include "agent/sample/sampler.h"
 #include "agent/symbolize/symbolizer.h"
-#include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"
 #include "common/bg_host.h"
 #include "common/clock.h"
@@ -108,9 +108,9 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 {
 	check_sampling_signal();
 	uint64_t now = clock_now_ns(CLOCK_REALTIME);
-	struct profile *p = profiles_swap(ctx->profiles, now);
-	uint64_t samples = profile_samples(p);
-	bool has_data = profile_has_data(p);
+	struct agent_snapshot snap;
+	bool has_data = agent_snapshot_take(ctx->profiles, now, &snap);
+	uint64_t samples = snap.samples;
 	if (has_data && !ctx->sym) {
 		/* Made at the first profile with samples: a fork child that never has one
 		 * (most children of a fork storm) never pays for it. */
@@ -120,13 +120,15 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 	}
 	if (has_data && ctx->sym) {
 		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
-		struct pprof_meta meta = {.start_ns = profile_start_ns(p),
-					  .end_ns = now,
-					  .period_ns = sampler_period_ns(),
+		struct pprof_meta meta = {.start_ns = snap.start_ns,
+					  .end_ns = snap.end_ns,
+					  .period_ns = snap.period_ns,
 					  .pid = getpid(),
-					  .take_profiler_cpu_ns = take_profiler_cpu_ns};
-		/* In this profile, or lost with it: never twice. */
-		meta.startup_cpu_ns = profiles_take_startup(ctx->profiles, &meta.startup_tid);
+					  .take_profiler_cpu_ns = take_profiler_cpu_ns,
+					  .startup_cpu_ns = snap.startup_cpu_ns,
+					  .startup_tid = snap.startup_tid,
+					  .thread_names = &snap.names,
+					  .kinds = snap.kinds};
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(ctx->cfg, &meta, comment_buf);
 		bg_host_run_nested(ctx->host, ctx->between_steps);
@@ -138,13 +140,8 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) <
 							    NAMES_ONLY_BELOW_NS);
 		note_unloaded_modules(ctx->sym);
-		threads_refresh_names();
-		struct thread_names names;
-		threads_snapshot_names(&names);
-		meta.thread_names = &names;
 		struct pprof_stats ps;
-		int rc = pprof_build(p, &meta, ctx->sym, &ctx->gz, &ps);
-		thread_names_free(&names);
+		int rc = pprof_build(snap.profile, &meta, ctx->sym, &ctx->gz, &ps);
 		bg_host_run_nested(ctx->host, ctx->between_steps);
 		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
 		 * (agent/symbolize/sym_dwarf.c), is given back after every profile: the
@@ -163,7 +160,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		atomic_store_explicit(&upload_counters.serialize_ns,
 				      clock_now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
 		upload_count(&upload_counters.samples, samples);
-		upload_count(&upload_counters.dropped, profile_dropped_samples(p));
+		upload_count(&upload_counters.dropped, snap.dropped);
 		if (rc < 0) {
 			upload_count(&upload_counters.serialize_failures, 1);
 			log_warn("cannot serialize the profile: %s", strerror(-rc));
@@ -188,9 +185,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 				  export_set_count());
 		}
 	}
-	profile_reset(p);
-	/* Threads that ended are forgotten once a profile has taken their names. */
-	threads_reap();
+	agent_snapshot_release(&snap);
 	upload_stats_log();
 }
 
