@@ -72,7 +72,7 @@ $(BUILD)/obj/%.o: %.c Makefile
 $(BUILD)/libddprof.so: $(LIB_OBJS) common/fork_child.ld
 	@echo "  LD      $@"
 	@$(CC) -shared -o $@ $(LIB_OBJS) $(FORK_LD) -Wl,-z,now -Wl,-z,noseparate-code -Wl,-z,nodelete \
-		-Wl,--no-undefined -Wl,-z,start-stop-visibility=hidden -Wl,-fini=ddprof_dt_fini \
+		-Wl,--no-undefined -Wl,-z,start-stop-visibility=hidden -Wl,-fini=preload_dt_fini \
 		$(LIB_LDLIBS)
 
 $(BUILD)/libddprof_core.a: $(CORE_OBJS)
@@ -193,17 +193,17 @@ unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
-TSAN_TESTS := test_bg_host test_stack_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
+TSAN_TESTS := test_bg_host test_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
 	test_app_signals \
 	test_threads
-TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_stack.c agent/store/region.c \
-	agent/store/stack_trie.c agent/store/profile.c agent/store/profile_types.c
+TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_thread.c agent/store/region.c \
+	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
-	agent/unwind/cfi_find.c agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
+	agent/unwind/cfi_table_find.c agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
 	agent/sample/sampler.c agent/unwind/stack_bounds.c agent/unwind/stack_ranges.c \
-	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/hashmap.c \
-	agent/unwind/cfi_cache.c agent/unwind/cfi_cache_file.c common/fs_util.c agent/unwind/boot_cfi.c agent/unwind/cfi_lookup.c \
+	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/u64map.c \
+	agent/unwind/cfi_cache.c agent/unwind/cfi_cache_file.c common/fs.c agent/unwind/boot_cfi.c agent/unwind/cfi_lookup.c \
 	agent/unwind/cfi_decode.c agent/sample/app_signals.c agent/sample/sandbox.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
@@ -260,7 +260,7 @@ $(ASAN_DIR)/libddprof.so: $(ASAN_LIB_OBJS) common/fork_child.ld
 	@echo "  LD      $@"
 	@$(ASAN_CC) -shared -shared-libasan $(SAN_FLAGS) -o $@ $(ASAN_LIB_OBJS) $(FORK_LD) \
 		-Wl,-z,now -Wl,-z,noseparate-code -Wl,-z,nodelete -Wl,--no-undefined \
-		-Wl,-z,start-stop-visibility=hidden -Wl,-fini=ddprof_dt_fini $(LIB_LDLIBS)
+		-Wl,-z,start-stop-visibility=hidden -Wl,-fini=preload_dt_fini $(LIB_LDLIBS)
 
 $(ASAN_DIR)/libddprof_core.a: $(ASAN_CORE_OBJS)
 	@rm -f $@

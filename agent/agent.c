@@ -129,11 +129,11 @@ int agent_init(const struct config *cfg)
 	 * reads the start-up modules' CFI straight from their memory (boot_cfi.h). */
 	modules_init();
 	boot_cfi_init();
-	unwind_place_counters();
+	unwind_dwarf_place_counters();
 	/* A seccomp filter may kill us on process_vm_readv: only the stack is read directly
 	 * until the first module refresh has checked for one (reading /proc/self/status
 	 * would be a noticeable share of a short program's start-up: BENCHMARKS.md). */
-	unwind_set_guarded_reads(false);
+	unwind_dwarf_set_guarded_reads(false);
 	int signo = sampler_init(profiles, period_ns, cfg->signal, unwind_dwarf);
 	if (signo < 0) {
 		log_error("no free signal for sampling; profiling disabled");
@@ -347,7 +347,7 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->unwind_table_bytes = ms.table_bytes;
 	d->unwind_table_build_ns = ms.build_ns;
 	struct unwind_stats us;
-	unwind_get_stats(&us);
+	unwind_dwarf_get_stats(&us);
 	d->stacks_unwound = us.walks;
 	d->stacks_incomplete = us.walks - us.complete - us.truncated;
 	d->unwind_fp_fallbacks = us.fp_steps;

@@ -34,9 +34,9 @@
 #include "agent/sample/sampler.h"
 #include "agent/sample/sandbox.h"
 #include "agent/sample/thread_start.h"
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "common/config.h"
-#include "common/own_stack.h"
+#include "common/own_thread.h"
 
 /* ---------------------------------------------------------------- start and stop */
 

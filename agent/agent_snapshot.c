@@ -22,18 +22,18 @@ void agent_snapshot_set_kinds(uint32_t kinds)
 bool agent_snapshot_take(struct profile_pair *pp, uint64_t now_ns, struct agent_snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
-	/* Returns once no handler is inside the profile swapped out (profile.h). */
+	/* Returns once no handler is inside the profile swapped out (profiles.h). */
 	struct profile *p = profiles_swap(pp, now_ns);
 	s->pp_ = pp;
 	s->p_ = p;
 	s->profile = p;
-	s->start_ns = profile_start_ns(p);
+	s->start_ns = profiles_start_ns(p);
 	s->end_ns = now_ns;
 	s->period_ns = sampler_period_ns();
-	s->samples = profile_samples(p);
-	s->dropped = profile_dropped_samples(p);
+	s->samples = profiles_samples(p);
+	s->dropped = profiles_dropped_samples(p);
 	s->kinds = atomic_load_explicit(&recorded_kinds, memory_order_relaxed);
-	if (!profile_has_data(p))
+	if (!profiles_has_data(p))
 		return false;
 	/* In this profile, or lost with it: never twice. */
 	s->startup_cpu_ns = profiles_take_startup(pp, &s->startup_tid);
@@ -47,7 +47,7 @@ void agent_snapshot_release(struct agent_snapshot *s)
 {
 	thread_names_free(&s->names);
 	if (s->p_)
-		profile_reset(s->p_);
+		profiles_reset(s->p_);
 	/* Threads that ended are forgotten once a snapshot has taken their names. */
 	threads_reap();
 	memset(s, 0, sizeof(*s));

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "agent/sample/thread_names.h"
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 
 struct agent_snapshot {
 	/* The profile swapped out: stacks and values of every kind, read-only until

@@ -1,7 +1,7 @@
 /*
  * fork_child.h - where the code and data a fork child runs on are linked.
  *
- * Owns: two section attributes, nothing else (no includes: for common/ as for agent/).
+ * Owns: two section attributes, and the measure of the data section they fill.
  * A fork child pays for each page of ours it touches, so its path is packed on as few
  * pages as possible: see agent/sample/fork_local.h for the fork-local page that goes with it.
  * Context: any.
@@ -33,5 +33,8 @@
  * (test/unit/test_fork_local.c).
  */
 #define FORK_CHILD_DATA __attribute__((section("ddprof_fork_data")))
+
+/* Bytes the FORK_CHILD_DATA variables take (at most a page: test_fork_local). */
+unsigned long fork_child_data_bytes(void);
 
 #endif

@@ -9,7 +9,7 @@
  * forked from a single-threaded master, which never creates a thread or loads a
  * library, calls accept, poll or read for each request). A program that computes and
  * calls none of these uploads at its exit only.
- * The same calls map memory a profile asked for (agent/store/profile.h) in a process whose
+ * The same calls map memory a profile asked for (agent/store/profiles.h) in a process whose
  * thread has not started. Cost when nothing is pending: two relaxed loads per call (the
  * uploader's; the agent is asked only on the cold path, entry_slow). The thread is
  * not started from inside one of the application's signal handlers (read and write are

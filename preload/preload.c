@@ -186,7 +186,7 @@ FORK_CHILD_PATH static void atfork_child(void)
  *
  * dlopen is caller-sensitive: glibc uses its return address to pick the caller's
  * RUNPATH, $ORIGIN and link namespace. A C wrapper would make libddprof the caller, so
- * dlopen is a small assembly stub that asks ddprof_dlopen_enter for the real function
+ * dlopen is a small assembly stub that asks preload_dlopen_enter for the real function
  * and jumps to it with the application's return address still on the stack. The
  * module thread then rescans until the new module shows up (modules_notify_load).
  * dlclose is not caller-sensitive: a plain wrapper notifies after it returns.
@@ -197,8 +197,8 @@ static dlopen_fn real_dlopen;
 static dlclose_fn real_dlclose;
 
 /* Called by the stub; returns the real dlopen. */
-void *ddprof_dlopen_enter(void);
-__attribute__((used)) void *ddprof_dlopen_enter(void)
+void *preload_dlopen_enter(void);
+__attribute__((used)) void *preload_dlopen_enter(void)
 {
 	dlopen_fn f = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE);
 	if (!f) {
@@ -224,7 +224,7 @@ __asm__(".text\n"
 	".cfi_adjust_cfa_offset 8\n"
 	"sub $8, %rsp\n"
 	".cfi_adjust_cfa_offset 8\n"
-	"call ddprof_dlopen_enter\n"
+	"call preload_dlopen_enter\n"
 	"add $8, %rsp\n"
 	".cfi_adjust_cfa_offset -8\n"
 	"pop %rsi\n"
@@ -301,8 +301,8 @@ FORK_CHILD_PATH __attribute__((destructor)) static void ddprof_fini(void)
 /* The library's DT_FINI (the link's -Wl,-fini): nothing to do, on the fork path's code
  * pages. crti's _fini, the default, does nothing either, but alone on a page at the end
  * of .text: every fork child that exits would take a page fault for it. */
-void ddprof_dt_fini(void);
-FORK_CHILD_PATH __attribute__((used)) void ddprof_dt_fini(void)
+void preload_dt_fini(void);
+FORK_CHILD_PATH __attribute__((used)) void preload_dt_fini(void)
 {
 }
 

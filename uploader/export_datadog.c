@@ -50,7 +50,7 @@ struct datadog_exporter {
 	char content_type_header[MULTIPART_CONTENT_TYPE_MAX + 16];
 };
 
-int datadog_format_rfc3339(uint64_t ns, char out[DATADOG_TIME_MAX])
+int export_datadog_format_rfc3339(uint64_t ns, char out[DATADOG_TIME_MAX])
 {
 	time_t secs = (time_t)(ns / NS_PER_SEC);
 	struct tm tm;
@@ -63,7 +63,7 @@ int datadog_format_rfc3339(uint64_t ns, char out[DATADOG_TIME_MAX])
 	return 0;
 }
 
-void datadog_runtime_id_new(char out[EXPORT_RUNTIME_ID_MAX])
+void export_datadog_runtime_id_new(char out[EXPORT_RUNTIME_ID_MAX])
 {
 	uint8_t b[UUID_BYTES];
 	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
@@ -84,8 +84,8 @@ void datadog_runtime_id_new(char out[EXPORT_RUNTIME_ID_MAX])
 	}
 }
 
-int datadog_agent_endpoint(const char *agent_url, char *url, size_t url_size, char *socket_path,
-			   size_t socket_size)
+int export_datadog_agent_endpoint(const char *agent_url, char *url, size_t url_size,
+				  char *socket_path, size_t socket_size)
 {
 	static const char unix_prefix[] = "unix://";
 	socket_path[0] = '\0';
@@ -161,7 +161,7 @@ static bool component_id(const char *s, size_t n, char out[DATADOG_CONTAINER_ID_
 	return ok;
 }
 
-bool datadog_container_id(const char *cgroup, char out[DATADOG_CONTAINER_ID_MAX])
+bool export_datadog_container_id(const char *cgroup, char out[DATADOG_CONTAINER_ID_MAX])
 {
 	/* Lines are "hierarchy:controllers:path"; the id is a component of the path. */
 	for (const char *line = cgroup; line && *line;) {
@@ -182,7 +182,7 @@ bool datadog_container_id(const char *cgroup, char out[DATADOG_CONTAINER_ID_MAX]
 	return false;
 }
 
-void datadog_json_string(struct pb_buf *out, const char *s)
+void export_datadog_json_string(struct pb_buf *out, const char *s)
 {
 	pb_raw(out, "\"", 1);
 	for (; *s; s++) {
@@ -216,19 +216,19 @@ static void json_raw(struct pb_buf *out, const char *s)
 	pb_raw(out, s, strlen(s));
 }
 
-int datadog_event_json(struct pb_buf *out, const struct datadog_event *ev)
+int export_datadog_event_json(struct pb_buf *out, const struct datadog_event *ev)
 {
 	char start[DATADOG_TIME_MAX], end[DATADOG_TIME_MAX];
-	if (datadog_format_rfc3339(ev->start_ns, start) < 0 ||
-	    datadog_format_rfc3339(ev->end_ns, end) < 0)
+	if (export_datadog_format_rfc3339(ev->start_ns, start) < 0 ||
+	    export_datadog_format_rfc3339(ev->end_ns, end) < 0)
 		return -EOVERFLOW;
 	pb_clear(out);
 	json_raw(out, "{\"attachments\":[\"" ATTACHMENT_NAME "\"],\"tags_profiler\":");
-	datadog_json_string(out, ev->tags);
+	export_datadog_json_string(out, ev->tags);
 	json_raw(out, ",\"start\":");
-	datadog_json_string(out, start);
+	export_datadog_json_string(out, start);
 	json_raw(out, ",\"end\":");
-	datadog_json_string(out, end);
+	export_datadog_json_string(out, end);
 	json_raw(out, ",\"family\":\"" EVENT_FAMILY "\",\"version\":\"" EVENT_VERSION "\"}");
 	return out->failed ? -ENOMEM : 0;
 }
@@ -251,7 +251,7 @@ static bool tag_append(char *out, size_t size, size_t *used, const char *key, co
 	return true;
 }
 
-int datadog_tags(char *out, size_t size, const struct datadog_tag_values *v)
+int export_datadog_tags(char *out, size_t size, const struct datadog_tag_values *v)
 {
 	char pid[24];
 	size_t used = 0;
@@ -299,7 +299,7 @@ static void load_identity(struct datadog_exporter *de)
 		char id[DATADOG_CONTAINER_ID_MAX];
 		if (n > 0) {
 			buf[n] = '\0';
-			if (datadog_container_id(buf, id))
+			if (export_datadog_container_id(buf, id))
 				snprintf(de->container_header, sizeof(de->container_header),
 					 "Datadog-Container-ID: %s", id);
 		}
@@ -317,7 +317,7 @@ static int datadog_prepare(struct exporter *e, const struct export_item *item, s
 	const struct config *cfg = de->cfg;
 	load_identity(de);
 	struct datadog_tag_values tv = {
-	    .service = cfg->service[0] ? cfg->service : export_program_name(),
+	    .service = cfg->service[0] ? cfg->service : exporter_program_name(),
 	    .env = cfg->env,
 	    .version = cfg->version,
 	    .host = de->host,
@@ -325,7 +325,7 @@ static int datadog_prepare(struct exporter *e, const struct export_item *item, s
 	    .pid = item->pid,
 	    .extra = cfg->tags,
 	};
-	int rc = datadog_tags(de->tags, sizeof(de->tags), &tv);
+	int rc = export_datadog_tags(de->tags, sizeof(de->tags), &tv);
 	if (rc < 0)
 		return rc;
 	/* event.json lives only until it is copied into the body: a buffer kept in the
@@ -333,7 +333,7 @@ static int datadog_prepare(struct exporter *e, const struct export_item *item, s
 	struct datadog_event ev = {de->tags, item->start_ns, item->end_ns};
 	struct pb_buf event;
 	pb_init(&event);
-	rc = datadog_event_json(&event, &ev);
+	rc = export_datadog_event_json(&event, &ev);
 	if (rc < 0) {
 		pb_free(&event);
 		return rc;
@@ -391,8 +391,8 @@ struct exporter *export_datadog_new(const struct config *cfg, int agentless)
 		rc = str_join(de->url, sizeof(de->url), &url, 1) ? 0 : -ENAMETOOLONG;
 		str_join(de->key_header, sizeof(de->key_header), key, 2);
 	} else {
-		rc = datadog_agent_endpoint(cfg->agent_url, de->url, sizeof(de->url),
-					    de->socket_path, sizeof(de->socket_path));
+		rc = export_datadog_agent_endpoint(cfg->agent_url, de->url, sizeof(de->url),
+						   de->socket_path, sizeof(de->socket_path));
 	}
 	de->base.name = agentless ? "datadog-agentless" : "datadog-agent";
 	const char *label[] = {
@@ -408,11 +408,4 @@ struct exporter *export_datadog_new(const struct config *cfg, int agentless)
 	de->base.prepare = datadog_prepare;
 	de->base.destroy = datadog_destroy;
 	return &de->base;
-}
-
-const char *export_program_name(void)
-{
-	return program_invocation_short_name && program_invocation_short_name[0]
-		   ? program_invocation_short_name
-		   : "unnamed-native-app";
 }

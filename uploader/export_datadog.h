@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
-#include "common/pb_writer.h"
+#include "common/pb.h"
 #include "uploader/exporter.h"
 
 #define DATADOG_TIME_MAX 32   /* "2026-11-22T10:00:00.000000000Z" + NUL */
@@ -32,26 +32,26 @@
 #define DATADOG_AGENT_PATH "/profiling/v1/input"
 
 /* ns since the epoch (UTC) as RFC 3339 with nanoseconds. 0 or -EOVERFLOW. */
-int datadog_format_rfc3339(uint64_t ns, char out[DATADOG_TIME_MAX]);
+int export_datadog_format_rfc3339(uint64_t ns, char out[DATADOG_TIME_MAX]);
 
 /* A random UUID v4 (RFC 4122) as 36 lowercase characters. */
-void datadog_runtime_id_new(char out[EXPORT_RUNTIME_ID_MAX]);
+void export_datadog_runtime_id_new(char out[EXPORT_RUNTIME_ID_MAX]);
 
 /*
  * The request URL of the agent at agent_url (config's agent_url): http(s) URLs get
  * DATADOG_AGENT_PATH appended; "unix:///path" becomes http://localhost + the path in
  * *socket_path. 0 or -ENAMETOOLONG.
  */
-int datadog_agent_endpoint(const char *agent_url, char *url, size_t url_size, char *socket_path,
-			   size_t socket_size);
+int export_datadog_agent_endpoint(const char *agent_url, char *url, size_t url_size,
+				  char *socket_path, size_t socket_size);
 
 /* The container id in the text of /proc/self/cgroup: a 64-hex-digit id (docker,
  * containerd, cri-o, podman, with or without their prefixes and .scope), a UUID, or an
  * ECS task id (32 hex digits, '-', digits). False when none. */
-bool datadog_container_id(const char *cgroup, char out[DATADOG_CONTAINER_ID_MAX]);
+bool export_datadog_container_id(const char *cgroup, char out[DATADOG_CONTAINER_ID_MAX]);
 
 /* Appends s to out as a JSON string (quotes included, escaped per RFC 8259). */
-void datadog_json_string(struct pb_buf *out, const char *s);
+void export_datadog_json_string(struct pb_buf *out, const char *s);
 
 struct datadog_event {
 	const char *tags; /* tags_profiler */
@@ -59,7 +59,7 @@ struct datadog_event {
 };
 
 /* event.json into out (cleared first). 0, -ENOMEM or -EOVERFLOW. */
-int datadog_event_json(struct pb_buf *out, const struct datadog_event *ev);
+int export_datadog_event_json(struct pb_buf *out, const struct datadog_event *ev);
 
 /* Identity fields of tags_profiler; every one but the DD_* ones always present. */
 struct datadog_tag_values {
@@ -73,6 +73,6 @@ struct datadog_tag_values {
 /* tags_profiler: "service:...,env:...,version:...,host:...,language:native,
  * profiler_version:...,runtime-id:...,process_id:...,<DD_TAGS>". Commas inside a value
  * become '_'. -ENOSPC when it does not fit. */
-int datadog_tags(char *out, size_t size, const struct datadog_tag_values *v);
+int export_datadog_tags(char *out, size_t size, const struct datadog_tag_values *v);
 
 #endif

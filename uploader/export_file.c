@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/fs_util.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/str_join.h"
 #include "uploader/exporter.h"

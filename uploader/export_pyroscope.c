@@ -36,7 +36,7 @@ struct pyroscope_exporter {
 	char content_type_header[MULTIPART_CONTENT_TYPE_MAX + 16];
 };
 
-int pyroscope_url_encode(char *out, size_t size, const char *s)
+int export_pyroscope_url_encode(char *out, size_t size, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t n = 0;
@@ -95,8 +95,8 @@ static bool key_taken(const char *const *keys, const size_t *klens, size_t nkeys
 	return false;
 }
 
-int pyroscope_series_name(char *out, size_t size, const char *app, const char *pyroscope_tags,
-			  const char *dd_tags)
+int export_pyroscope_series_name(char *out, size_t size, const char *app,
+				 const char *pyroscope_tags, const char *dd_tags)
 {
 	const char *lists[] = {pyroscope_tags, dd_tags};
 	const char *keys[LABELS_MAX];
@@ -129,11 +129,11 @@ int pyroscope_series_name(char *out, size_t size, const char *app, const char *p
 	return 0;
 }
 
-int pyroscope_ingest_url(char *out, size_t size, const char *server, const char *name,
-			 uint64_t start_ns, uint64_t end_ns)
+int export_pyroscope_ingest_url(char *out, size_t size, const char *server, const char *name,
+				uint64_t start_ns, uint64_t end_ns)
 {
 	char enc[3 * PYROSCOPE_NAME_MAX];
-	if (pyroscope_url_encode(enc, sizeof(enc), name) < 0)
+	if (export_pyroscope_url_encode(enc, sizeof(enc), name) < 0)
 		return -ENOSPC;
 	int n = snprintf(out, size,
 			 "%s/ingest?name=%s&from=%llu&until=%llu&format=pprof&spyName=" SPY_NAME,
@@ -142,7 +142,8 @@ int pyroscope_ingest_url(char *out, size_t size, const char *server, const char 
 	return n < 0 || (size_t)n >= size ? -ENOSPC : 0;
 }
 
-int pyroscope_basic_auth_header(char *out, size_t size, const char *user, const char *password)
+int export_pyroscope_basic_auth_header(char *out, size_t size, const char *user,
+				       const char *password)
 {
 	static const char b64[] =
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -176,8 +177,8 @@ static int pyroscope_prepare(struct exporter *e, const struct export_item *item,
 			     struct pb_buf *body, struct http_request *req)
 {
 	struct pyroscope_exporter *pe = (struct pyroscope_exporter *)e;
-	int rc = pyroscope_ingest_url(pe->url, sizeof(pe->url), pe->server, pe->name,
-				      item->start_ns, item->end_ns);
+	int rc = export_pyroscope_ingest_url(pe->url, sizeof(pe->url), pe->server, pe->name,
+					     item->start_ns, item->end_ns);
 	if (rc < 0)
 		return rc;
 	char boundary[MULTIPART_BOUNDARY_MAX], ctype[MULTIPART_CONTENT_TYPE_MAX];
@@ -225,12 +226,13 @@ struct exporter *export_pyroscope_new(const struct config *cfg)
 	snprintf(pe->server, sizeof(pe->server), "%s", cfg->pyroscope_url);
 	const char *app = cfg->pyroscope_app[0] ? cfg->pyroscope_app
 			  : cfg->service[0]	? cfg->service
-						: export_program_name();
-	int rc =
-	    pyroscope_series_name(pe->name, sizeof(pe->name), app, cfg->pyroscope_tags, cfg->tags);
+						: exporter_program_name();
+	int rc = export_pyroscope_series_name(pe->name, sizeof(pe->name), app, cfg->pyroscope_tags,
+					      cfg->tags);
 	if (rc == 0 && cfg->pyroscope_user[0] && cfg->pyroscope_password[0])
-		rc = pyroscope_basic_auth_header(pe->auth_header, sizeof(pe->auth_header),
-						 cfg->pyroscope_user, cfg->pyroscope_password);
+		rc = export_pyroscope_basic_auth_header(pe->auth_header, sizeof(pe->auth_header),
+							cfg->pyroscope_user,
+							cfg->pyroscope_password);
 	else if (rc == 0 && cfg->pyroscope_token[0])
 		snprintf(pe->auth_header, sizeof(pe->auth_header), "Authorization: Bearer %s",
 			 cfg->pyroscope_token);

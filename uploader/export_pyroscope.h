@@ -29,18 +29,19 @@
 
 /* Percent-encodes s (everything but RFC 3986 unreserved characters). -ENOSPC if it
  * does not fit. */
-int pyroscope_url_encode(char *out, size_t size, const char *s);
+int export_pyroscope_url_encode(char *out, size_t size, const char *s);
 
 /* "app{k=v,k2=v2}" (just "app" without labels) from the application name and the two
  * normalized "k:v,k:v" lists (either may be NULL). -ENOSPC if it does not fit. */
-int pyroscope_series_name(char *out, size_t size, const char *app, const char *pyroscope_tags,
-			  const char *dd_tags);
+int export_pyroscope_series_name(char *out, size_t size, const char *app,
+				 const char *pyroscope_tags, const char *dd_tags);
 
 /* The ingest URL for series name (not yet encoded) and the profile's bounds in ns. */
-int pyroscope_ingest_url(char *out, size_t size, const char *server, const char *name,
-			 uint64_t start_ns, uint64_t end_ns);
+int export_pyroscope_ingest_url(char *out, size_t size, const char *server, const char *name,
+				uint64_t start_ns, uint64_t end_ns);
 
 /* "Authorization: Basic <base64(user:password)>". -ENOSPC if it does not fit. */
-int pyroscope_basic_auth_header(char *out, size_t size, const char *user, const char *password);
+int export_pyroscope_basic_auth_header(char *out, size_t size, const char *user,
+				       const char *password);
 
 #endif

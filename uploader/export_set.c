@@ -26,7 +26,7 @@ static bool made; /* a fork child inherits its parent's list */
  * fork child handler first, so that most children never read the exporters (heap). */
 FORK_CHILD_DATA static _Atomic bool sends_in_flight;
 
-void export_client_init(struct export_client *c)
+void export_set_client_init(struct export_client *c)
 {
 	memset(c, 0, sizeof(*c));
 	for (size_t i = 0; i < MAX_EXPORTERS; i++)
@@ -71,7 +71,7 @@ size_t export_set_count(void)
 static void send_sync(struct exporter *e, const struct export_item *item, struct outcomes *o)
 {
 	int rc = e->send(e, item);
-	outcome_add(o, rc == 0, rc == 0 ? 0 : 1, 0);
+	upload_stats_outcome_add(o, rc == 0, rc == 0 ? 0 : 1, 0);
 	if (rc < 0 &&
 	    ratelimit_allow(&e->warn, HTTP_FAIL_SETUP, clock_now_ns(CLOCK_MONOTONIC), NULL))
 		log_warn("%s: cannot export the profile: %s", e->label, strerror(-rc));
@@ -92,7 +92,7 @@ void export_set_send(struct export_client *c, const struct export_item *item, bo
 		}
 		if (final && e->unresponsive) {
 			/* The exit never waits on an intake known not to answer. */
-			outcome_add(o, false, 0, 0);
+			upload_stats_outcome_add(o, false, 0, 0);
 			log_debug("%s: did not answer its last request in time; not waiting for "
 				  "it at exit: final profile dropped",
 				  e->label);
@@ -103,7 +103,7 @@ void export_set_send(struct export_client *c, const struct export_item *item, bo
 		http_exporters[njobs] = e;
 		int rc = e->prepare(e, item, &c->bodies[i], &j->req);
 		if (rc < 0) {
-			outcome_add(o, false, 0, 0);
+			upload_stats_outcome_add(o, false, 0, 0);
 			log_warn("%s: cannot build the request: %s", e->label, strerror(-rc));
 			continue;
 		}
@@ -114,14 +114,15 @@ void export_set_send(struct export_client *c, const struct export_item *item, bo
 	if (njobs == 0)
 		return;
 	if (!c->http && !c->http_unavailable) {
-		c->http = http_client_new(timeout_ns);
+		c->http = http_send_client_new(timeout_ns);
 		c->http_unavailable = c->http == NULL;
 		if (c->http && on_client)
 			on_client();
 	}
 	if (!c->http) {
 		for (size_t i = 0; i < njobs; i++)
-			outcome_add(o, false, 0, 0); /* libcurl missing: warned once by curl_api */
+			upload_stats_outcome_add(o, false, 0,
+						 0); /* libcurl missing: warned once by curl_api */
 		return;
 	}
 	uint64_t start = clock_now_ns(CLOCK_MONOTONIC);
@@ -130,7 +131,8 @@ void export_set_send(struct export_client *c, const struct export_item *item, bo
 	atomic_store_explicit(&sends_in_flight, true, memory_order_relaxed);
 	http_send_all(c->http, jobs, njobs, deadline, abort_ns, final);
 	for (size_t i = 0; i < njobs; i++) {
-		outcome_add(o, jobs[i].rc == 0, jobs[i].failed_attempts, jobs[i].bytes_sent);
+		upload_stats_outcome_add(o, jobs[i].rc == 0, jobs[i].failed_attempts,
+					 jobs[i].bytes_sent);
 		http_exporters[i]->in_flight_since_ns = 0;
 		http_exporters[i]->unresponsive =
 		    jobs[i].rc != 0 && jobs[i].fail == HTTP_FAIL_TIMEOUT;

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
-#include "common/pb_writer.h"
+#include "common/pb.h"
 #include "uploader/exporter.h"
 #include "uploader/http_send.h"
 #include "uploader/upload_stats.h"
@@ -32,7 +32,7 @@ struct export_client {
 	bool http_unavailable; /* no client could be made (memory): not tried again */
 };
 
-void export_client_init(struct export_client *c);
+void export_set_client_init(struct export_client *c);
 
 /* The uploader thread, as it starts: makes the exporters cfg asks for, once per
  * process (configuration only: no file, socket or library is opened), publishing the

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "common/config.h"
-#include "common/pb_writer.h"
+#include "common/pb.h"
 #include "uploader/http_send.h"
 #include "uploader/ratelimit.h"
 
@@ -66,6 +66,6 @@ struct exporter *export_datadog_new(const struct config *cfg, int agentless);
 struct exporter *export_pyroscope_new(const struct config *cfg);
 
 /* The program's name: the default service and Pyroscope application name. */
-const char *export_program_name(void);
+const char *exporter_program_name(void);
 
 #endif

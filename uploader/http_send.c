@@ -87,7 +87,7 @@ static bool status_is_transient(long status)
 	return status == 408 || status == 429 || (status >= 500 && status <= 599);
 }
 
-enum http_verdict http_classify(int curl_code, long status)
+enum http_verdict http_send_classify(int curl_code, long status)
 {
 	if (curl_code != CURLE_OK)
 		return curl_error_is_permanent(curl_code) ? HTTP_REJECTED : HTTP_RETRY;
@@ -96,7 +96,7 @@ enum http_verdict http_classify(int curl_code, long status)
 	return status_is_transient(status) ? HTTP_RETRY : HTTP_REJECTED;
 }
 
-enum http_fail http_fail_kind(int curl_code, long status)
+enum http_fail http_send_fail_kind(int curl_code, long status)
 {
 	if (curl_code == CURLE_OPERATION_TIMEDOUT)
 		return HTTP_FAIL_TIMEOUT;
@@ -107,7 +107,7 @@ enum http_fail http_fail_kind(int curl_code, long status)
 	return status_is_transient(status) ? HTTP_FAIL_SERVER : HTTP_FAIL_REJECTED;
 }
 
-uint64_t http_backoff_ns(unsigned retry, uint64_t random)
+uint64_t http_send_backoff_ns(unsigned retry, uint64_t random)
 {
 	uint64_t d = HTTP_BACKOFF_CAP_NS;
 	/* base << retry, without shifting past the cap (or past 64 bits). */
@@ -125,7 +125,7 @@ static uint64_t next_random(struct http_client *c)
 	return c->rng;
 }
 
-struct http_client *http_client_new(uint64_t request_timeout_ns)
+struct http_client *http_send_client_new(uint64_t request_timeout_ns)
 {
 	struct http_client *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -139,7 +139,7 @@ struct http_client *http_client_new(uint64_t request_timeout_ns)
 	return c;
 }
 
-void http_client_free(struct http_client *c)
+void http_send_client_free(struct http_client *c)
 {
 	if (!c)
 		return;
@@ -285,14 +285,14 @@ static void finish_attempt(struct http_client *c, size_t slot, struct http_job *
 	end_attempt(c, slot, j);
 	j->status = status;
 	j->bytes_sent += sent;
-	enum http_verdict v = http_classify(code, status);
+	enum http_verdict v = http_send_classify(code, status);
 	j->state = JOB_DONE;
 	if (v == HTTP_DELIVERED) {
 		j->rc = 0;
 		return;
 	}
 	j->failed_attempts++;
-	j->fail = http_fail_kind(code, status);
+	j->fail = http_send_fail_kind(code, status);
 	if (code == CURLE_OK)
 		snprintf(j->detail, sizeof(j->detail), "HTTP status %ld", status);
 	else if (!j->detail[0] && c->curl)
@@ -301,7 +301,7 @@ static void finish_attempt(struct http_client *c, size_t slot, struct http_job *
 		j->rc = -EPROTO;
 		return;
 	}
-	uint64_t wait = http_backoff_ns(j->attempts - 1, next_random(c));
+	uint64_t wait = http_send_backoff_ns(j->attempts - 1, next_random(c));
 	if (single_attempt || now + wait >= deadline) {
 		j->rc = -ETIMEDOUT;
 		return;

@@ -7,10 +7,10 @@
  * rate-limited warnings about failures.
  *  - All requests of one profile run concurrently (one exporter being down does not
  *    eat another's time), each with its own retries.
- *  - Retry policy (http_classify): 2xx delivered; 408, 429, 5xx and transport errors
+ *  - Retry policy (http_send_classify): 2xx delivered; 408, 429, 5xx and transport errors
  *    (refused, reset, timeout, DNS) retried; other statuses, and errors that retrying
  *    cannot fix (bad URL, certificate), rejected at once.
- *  - Backoff (http_backoff_ns): exponential from 250 ms, capped at 16 s, "equal
+ *  - Backoff (http_send_backoff_ns): exponential from 250 ms, capped at 16 s, "equal
  *    jitter" (a random point in the upper half) so processes started together spread.
  *  - Each attempt times out after min(upload timeout, time left); no attempt starts
  *    past the deadline; whatever has not been delivered then is dropped. The deadline
@@ -87,19 +87,19 @@ struct http_job {
 
 /* Pure policy, for the tests. curl_code is a CURLcode (http_plain.c reports its
  * errors as CURLcodes too). */
-enum http_verdict http_classify(int curl_code, long status);
-enum http_fail http_fail_kind(int curl_code, long status);
+enum http_verdict http_send_classify(int curl_code, long status);
+enum http_fail http_send_fail_kind(int curl_code, long status);
 
 /* Delay before retry number `retry` (0 for the first retry), random = any 64 bits. */
-uint64_t http_backoff_ns(unsigned retry, uint64_t random);
+uint64_t http_send_backoff_ns(unsigned retry, uint64_t random);
 
 struct http_client;
 
 /* Makes a client; libcurl is loaded only by its first https:// request (where it is
  * missing, https requests fail as setup errors). NULL when out of memory. Uploader
  * thread. */
-struct http_client *http_client_new(uint64_t request_timeout_ns);
-void http_client_free(struct http_client *c);
+struct http_client *http_send_client_new(uint64_t request_timeout_ns);
+void http_send_client_free(struct http_client *c);
 
 /*
  * Sends jobs[0..n) (n <= HTTP_MAX_SLOTS) concurrently until each is delivered, rejected

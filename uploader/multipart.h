@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "common/pb_writer.h"
+#include "common/pb.h"
 
 /* "libddprof-" + 32 hex digits + NUL, rounded up. */
 #define MULTIPART_BOUNDARY_MAX 48

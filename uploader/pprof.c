@@ -19,7 +19,8 @@
 #include "agent/sample/threads.h"
 #include "agent/unwind/unwind.h"
 #include "common/clock.h"
-#include "common/hashmap.h"
+#include "common/strtab.h"
+#include "common/u64map.h"
 #include "common/log.h"
 #include "common/z_api.h"
 
@@ -423,7 +424,7 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 		uint64_t v[PROFILE_VALUES_MAX];
 		bool any = false;
 		for (uint32_t i = 0; i < PROFILE_VALUES_MAX; i++) {
-			v[i] = profile_dropped(p, (enum profile_kind)k, i);
+			v[i] = profiles_dropped(p, (enum profile_kind)k, i);
 			any |= v[i] != 0;
 		}
 		if (any) {

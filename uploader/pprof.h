@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "agent/symbolize/symbolizer.h"
-#include "common/pb_writer.h"
+#include "common/pb.h"
 
 #define PPROF_COMMENTS_MAX 8
 

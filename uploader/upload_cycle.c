@@ -116,7 +116,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		 * (most children of a fork storm) never pays for it. */
 		ctx->sym = symbolizer_new();
 		if (!ctx->sym)
-			upload_count(&upload_counters.serialize_failures, 1);
+			upload_stats_count(&upload_counters.serialize_failures, 1);
 	}
 	if (has_data && ctx->sym) {
 		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
@@ -159,10 +159,10 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		}
 		atomic_store_explicit(&upload_counters.serialize_ns,
 				      clock_now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
-		upload_count(&upload_counters.samples, samples);
-		upload_count(&upload_counters.dropped, snap.dropped);
+		upload_stats_count(&upload_counters.samples, samples);
+		upload_stats_count(&upload_counters.dropped, snap.dropped);
 		if (rc < 0) {
-			upload_count(&upload_counters.serialize_failures, 1);
+			upload_stats_count(&upload_counters.serialize_failures, 1);
 			log_warn("cannot serialize the profile: %s", strerror(-rc));
 		} else {
 			struct export_item item = {ctx->gz.data, ctx->gz.len,  meta.start_ns,  now,
@@ -172,10 +172,10 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 					ctx->cfg->upload_timeout_ns, ctx->before_first_tls, &o);
 			/* At exit, uploader_stop may have given up and counted it already. */
 			if (!final || ctx->claim_final()) {
-				outcomes_tally(&o);
+				upload_stats_tally(&o);
 				if (o.delivered == export_set_count() && o.delivered > 0) {
-					upload_count(&upload_counters.exported, 1);
-					upload_count(&upload_counters.bytes, ctx->gz.len);
+					upload_stats_count(&upload_counters.exported, 1);
+					upload_stats_count(&upload_counters.bytes, ctx->gz.len);
 				}
 			}
 			log_debug("profile %llu: %llu samples, %zu stacks, %zu locations, "

@@ -11,9 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "common/config.h"
-#include "common/pb_writer.h"
+#include "common/pb.h"
 #include "uploader/export_set.h"
 
 /* What one uploader thread owns (on its stack): a fork child's new thread builds its own

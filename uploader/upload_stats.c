@@ -12,12 +12,13 @@
 /* A fork child resets them: on the page its handlers write anyway (fork_local.h). */
 FORK_CHILD_DATA struct upload_counters upload_counters;
 
-void upload_count(_Atomic uint64_t *c, uint64_t n)
+void upload_stats_count(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-void outcome_add(struct outcomes *o, bool ok, unsigned failed_attempts, uint64_t bytes_sent)
+void upload_stats_outcome_add(struct outcomes *o, bool ok, unsigned failed_attempts,
+			      uint64_t bytes_sent)
 {
 	if (o->n >= MAX_EXPORTERS)
 		return;
@@ -28,15 +29,15 @@ void outcome_add(struct outcomes *o, bool ok, unsigned failed_attempts, uint64_t
 	o->n++;
 }
 
-void outcomes_tally(const struct outcomes *o)
+void upload_stats_tally(const struct outcomes *o)
 {
 	struct upload_counters *c = &upload_counters;
 	for (size_t i = 0; i < o->n; i++) {
-		upload_count(o->ok[i] ? &c->uploads_ok : &c->uploads_dropped, 1);
+		upload_stats_count(o->ok[i] ? &c->uploads_ok : &c->uploads_dropped, 1);
 		if (!o->ok[i])
-			upload_count(&c->export_failures, 1);
-		upload_count(&c->uploads_failed, o->failed_attempts[i]);
-		upload_count(&c->bytes_sent, o->bytes_sent[i]);
+			upload_stats_count(&c->export_failures, 1);
+		upload_stats_count(&c->uploads_failed, o->failed_attempts[i]);
+		upload_stats_count(&c->bytes_sent, o->bytes_sent[i]);
 	}
 }
 

@@ -26,7 +26,7 @@ struct upload_counters {
 };
 extern struct upload_counters upload_counters;
 
-void upload_count(_Atomic uint64_t *c, uint64_t n);
+void upload_stats_count(_Atomic uint64_t *c, uint64_t n);
 
 /* Outcomes of one profile's deliveries, counted once they are all known. */
 struct outcomes {
@@ -35,9 +35,10 @@ struct outcomes {
 	unsigned failed_attempts[MAX_EXPORTERS];
 	uint64_t bytes_sent[MAX_EXPORTERS];
 };
-void outcome_add(struct outcomes *o, bool ok, unsigned failed_attempts, uint64_t bytes_sent);
+void upload_stats_outcome_add(struct outcomes *o, bool ok, unsigned failed_attempts,
+			      uint64_t bytes_sent);
 /* Adds o's deliveries to the counters. */
-void outcomes_tally(const struct outcomes *o);
+void upload_stats_tally(const struct outcomes *o);
 
 void upload_stats_get(struct uploader_stats *out);
 /* Fork child. */

@@ -29,7 +29,7 @@
 #include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/own_stack.h"
+#include "common/own_thread.h"
 #include "common/raw_syscall.h"
 #include "uploader/export_datadog.h"
 #include "uploader/export_set.h"
@@ -63,7 +63,7 @@ struct control {
 	bool quiesce;	 /* exit without a final profile (uploader_quiesce) */
 	bool joinable;	 /* thread is this process's thread, not joined yet */
 	pthread_t thread;
-	struct own_stack stack; /* the thread's (common/own_stack.h) */
+	struct own_stack stack; /* the thread's (common/own_thread.h) */
 };
 
 static pthread_mutex_t ctl_lock_fallback;
@@ -169,7 +169,7 @@ FORK_CHILD_PATH static void control_init(void)
 	bg_host_reset(&host);
 	ctl.warm_asked = ctl.warming = false;
 	ctl.quiesce = ctl.joinable = false;
-	own_stack_after_fork(&ctl.stack);
+	own_thread_stack_after_fork(&ctl.stack);
 	atomic_store_explicit(&exiting, false, memory_order_relaxed);
 }
 
@@ -245,7 +245,7 @@ static uint64_t modules_run(void *arg, uint64_t now)
 	return modules_service(now);
 }
 
-/* Memory for the active profile (agent/store/profile.h), mapped off the handlers'
+/* Memory for the active profile (agent/store/profiles.h), mapped off the handlers'
  * path when it asks. */
 static uint64_t room_run(void *arg, uint64_t now)
 {
@@ -360,8 +360,8 @@ static void *uploader_main(void *arg)
 	inherited_sym = NULL;
 	live_sym = ctx.sym;
 	pb_init(&ctx.gz);
-	export_client_init(&ctx.out);
-	datadog_runtime_id_new(ctx.runtime_id);
+	export_set_client_init(&ctx.out);
+	export_datadog_runtime_id_new(ctx.runtime_id);
 	ctx.cfg = up_cfg;
 	ctx.profiles = up_profiles;
 	ctx.exit_abort_ns = &exit_abort_ns;
@@ -374,10 +374,10 @@ static void *uploader_main(void *arg)
 	 * thread started late (start_deferred), at the fork plus a period. */
 	uint64_t now_rt = clock_now_ns(CLOCK_REALTIME);
 	/* The constructor set the process's first profile's start (0 only when its clock
-	 * read failed: now, then). A fork child's starts at its fork (profile_start_ns). */
+	 * read failed: now, then). A fork child's starts at its fork (profiles_start_ns). */
 	if (!forked)
-		profile_start_if_unset(profiles_active(up_profiles), now_rt);
-	uint64_t start_rt = profile_start_ns(profiles_active(up_profiles));
+		profiles_start_if_unset(profiles_active(up_profiles), now_rt);
+	uint64_t start_rt = profiles_start_ns(profiles_active(up_profiles));
 	uint64_t age = now_rt > start_rt ? now_rt - start_rt : 0;
 	uint64_t first = period - (age < period ? age : period);
 	upload_next = clock_now_ns(CLOCK_MONOTONIC) + first;
@@ -421,7 +421,7 @@ static int spawn_thread(void)
 {
 	/* Joinable: uploader_quiesce must know the thread is gone, its last system call
 	 * made. Otherwise it ends only with the process, which needs no join. A stack of
-	 * ours (common/own_stack.h), of our size, not the application's default
+	 * ours (common/own_thread.h), of our size, not the application's default
 	 * (agent/unwind/modules.h). Not MADV_WIPEONFORK: a fork child reuses it as it
 	 * inherited it, a copy-on-write page for the descriptor, no zero-fill. */
 	pthread_t t;
@@ -566,7 +566,7 @@ bool uploader_quiesce(uint64_t timeout_ns)
 	 * calls. The thread only unlocks and returns after setting done. */
 	if (join && pthread_join(t, NULL) == 0) {
 		pthread_mutex_lock(ctl.lock);
-		own_stack_release(&ctl.stack);
+		own_thread_stack_release(&ctl.stack);
 		pthread_mutex_unlock(ctl.lock);
 	}
 	pthread_setcancelstate(cancel_state, NULL);
@@ -613,8 +613,8 @@ FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 		bg_host_leave_locked(&host, true);
 		if (!wait_until(now + timeout_ns, is_done, 0) && !ctl.final_counted) {
 			ctl.abandoned = true;
-			upload_count(&upload_counters.uploads_dropped, export_set_count());
-			upload_count(&upload_counters.export_failures, export_set_count());
+			upload_stats_count(&upload_counters.uploads_dropped, export_set_count());
+			upload_stats_count(&upload_counters.export_failures, export_set_count());
 			log_warn("the final profile was not exported within %llu ms "
 				 "(DD_PROFILING_EXIT_FLUSH_TIMEOUT); dropped",
 				 (unsigned long long)(timeout_ns / 1000000));

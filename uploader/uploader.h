@@ -24,9 +24,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "common/config.h"
-#include "common/own_stack.h"
+#include "common/own_thread.h"
 
 /* The real pthread_create (the preload layer interposes the public one). */
 typedef own_thread_create_fn thread_create_fn;

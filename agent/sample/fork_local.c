@@ -16,14 +16,6 @@
 FORK_CHILD_DATA static uint8_t *page; /* NULL until mapped; MAP_FAILED when it cannot be */
 static size_t page_used;	      /* ordinary memory: a child keeps the parent's value */
 
-/* Bounds of the FORK_CHILD_DATA section, placed by common/fork_child.ld. */
-extern char __start_ddprof_fork_data[], __stop_ddprof_fork_data[];
-
-size_t fork_child_data_bytes(void)
-{
-	return (size_t)(__stop_ddprof_fork_data - __start_ddprof_fork_data);
-}
-
 FORK_CHILD_PATH void fork_local_mutex_after_fork(pthread_mutex_t *m)
 {
 	if (!fork_local_owns(m)) {

@@ -24,9 +24,6 @@
 
 #include "common/fork_child.h"
 
-/* Bytes the FORK_CHILD_DATA variables take (at most a page: test_fork_local). */
-size_t fork_child_data_bytes(void);
-
 /* Whether p points into the fork-local page: memory a fork child finds zero-filled. */
 bool fork_local_owns(const void *p);
 

@@ -27,9 +27,10 @@
 #include "agent/sample/app_signals.h"
 #include "agent/sample/sandbox.h"
 #include "agent/unwind/stack_bounds.h"
+#include "agent/unwind/stack_ranges.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/own_stack.h"
+#include "common/own_thread.h"
 #include "common/raw_syscall.h"
 
 struct thread_state {
@@ -212,7 +213,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	if (ts->stack_hi == 0) {
 		/* A thread that existed before we loaded: find its stack once. */
 		struct stack_range r;
-		if (stack_bounds_lookup(regs.sp, &r)) {
+		if (stack_ranges_lookup(regs.sp, &r)) {
 			ts->stack_lo = r.lo;
 			ts->stack_hi = r.hi;
 		}
@@ -456,7 +457,7 @@ void sampler_record_caller(enum profile_kind kind, const struct unwind_regs *cal
 	uintptr_t lo = ts->gen == g ? ts->stack_lo : 0, hi = ts->gen == g ? ts->stack_hi : 0;
 	if (hi == 0) {
 		struct stack_range r;
-		if (stack_bounds_lookup(caller->sp, &r)) {
+		if (stack_ranges_lookup(caller->sp, &r)) {
 			lo = r.lo;
 			hi = r.hi;
 		}

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "agent/unwind/unwind.h"
 
 /* Put in the low 32 bits of our timers' sigev_value, so the handler tells them from
@@ -104,7 +104,7 @@ void sampler_record_caller(enum profile_kind kind, const struct unwind_regs *cal
 			   const uint64_t *values);
 
 /* Whether the calling thread is one of the profiler's own (own_thread_create started it:
- * common/own_stack.h); a signal there records nothing. */
+ * common/own_thread.h); a signal there records nothing. */
 bool sampler_thread_is_internal(void);
 
 /* The calling thread's tid, cached (one syscall the first time). */

@@ -28,7 +28,7 @@ static void enter_common(void)
 	if (!atomic_load_explicit(&any_sandboxed, memory_order_relaxed)) {
 		atomic_store_explicit(&any_sandboxed, true, memory_order_relaxed);
 		/* process_vm_readv is the one system call the handler makes. */
-		unwind_forbid_guarded_reads();
+		unwind_dwarf_forbid_guarded_reads();
 		log_debug("seccomp filter installed by the application: the profiler makes no "
 			  "new kind of system call in the threads it covers");
 	}

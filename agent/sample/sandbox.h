@@ -13,7 +13,7 @@
  * threads included: they are stopped before it is installed. What is skipped is
  * counted (sandbox_skips).
  * Filters the process had before the profiler loaded (a container runtime's) are not
- * known here: see unwind_enable_guarded_reads for what is checked then.
+ * known here: see unwind_dwarf_enable_guarded_reads for what is checked then.
  * Context: sandbox_enter_* in normal context, in the installing thread, before the
  * filter; the queries anywhere (async-signal-safe).
  */

@@ -29,7 +29,7 @@
 #include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/digits.h"
-#include "common/hashmap.h"
+#include "common/u64map.h"
 #include "common/log.h"
 #include "common/sys_io.h"
 

@@ -5,7 +5,7 @@
  * key in the trie, so a stack is kept per type) and the values each of its samples
  * carries, in pprof's terms (sample types: a type and a unit). Value 0 of every type is
  * its count of samples; the others are weights. A new profile type is a new row here
- * plus a source that records with its kind (profiles_add, agent/store/profile.h): the
+ * plus a source that records with its kind (profiles_add, agent/store/profiles.h): the
  * store, the red/black swap and the encoder need nothing else.
  * Context: any; the table is constant (read by signal handlers).
  */

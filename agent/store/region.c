@@ -152,7 +152,7 @@ int region_init(struct region *r, struct region_map *map, size_t ceiling, size_t
 }
 
 /* async-signal-safe in its wipe-on-fork branch (plain stores, a fork child's first
- * sample may set up its pair: agent/store/profile.c); the don't-fork branch, never taken
+ * sample may set up its pair: agent/store/profiles.c); the don't-fork branch, never taken
  * there, maps again. */
 FORK_CHILD_PATH int region_after_fork(struct region *r)
 {

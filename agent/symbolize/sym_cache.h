@@ -19,7 +19,8 @@
 #include <stdint.h>
 
 #include "agent/symbolize/symbolizer.h"
-#include "common/hashmap.h"
+#include "common/strtab.h"
+#include "common/u64map.h"
 
 struct sym_cache {
 	struct u64map index; /* lookup address + 1 -> packed (first, count) */

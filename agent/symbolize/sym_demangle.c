@@ -36,14 +36,14 @@ static void find_demangler(void)
 			 LIBSTDCXX_SONAME);
 }
 
-bool sym_is_mangled(const char *name)
+bool sym_demangle_is_mangled(const char *name)
 {
 	return name && name[0] == '_' && name[1] == 'Z' && name[2] != '\0';
 }
 
 char *sym_demangle(const char *name)
 {
-	if (!sym_is_mangled(name))
+	if (!sym_demangle_is_mangled(name))
 		return NULL;
 	if (state == DEMANGLER_UNTRIED)
 		find_demangler();

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 /* True for names in the Itanium C++ mangling ("_Z" followed by more). */
-bool sym_is_mangled(const char *name);
+bool sym_demangle_is_mangled(const char *name);
 
 /*
  * Demangled copy of name (malloc'd, the caller frees it), or NULL when name is not

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "agent/unwind/cfi_cache_file.h"
-#include "common/fs_util.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/str_join.h"
 
@@ -90,7 +90,7 @@ static void refuse(const char *name, const char *why)
  * file: a name in the cache directory. */
 static void file_name(const struct cfi_cache_key *k, bool tmp, char out[NAME_MAX_LEN])
 {
-	uint64_t h = cfi_cache_key_hash(k);
+	uint64_t h = cfi_cache_file_key_hash(k);
 	char hex[17], pid[24];
 	for (int i = 15; i >= 0; i--, h >>= 4)
 		hex[i] = "0123456789abcdef"[h & 15];
@@ -166,7 +166,7 @@ int cfi_cache_load(const char *path, struct cfi_table *out)
 	memset(out, 0, sizeof(*out));
 	struct cfi_cache_key k;
 	char name[NAME_MAX_LEN];
-	if (cache_off() || !cfi_cache_key_of(path, &k))
+	if (cache_off() || !cfi_cache_file_key(path, &k))
 		return -ENOENT;
 	file_name(&k, false, name);
 	const char *why;
@@ -274,7 +274,7 @@ int cfi_cache_store(const char *path, const struct cfi_table *t)
 		return 0;
 	struct cfi_cache_key k;
 	char name[NAME_MAX_LEN], tmp[NAME_MAX_LEN];
-	if (!cfi_cache_key_of(path, &k))
+	if (!cfi_cache_file_key(path, &k))
 		return 0; /* gone, or not a file: nothing to key it by */
 	file_name(&k, false, name);
 	file_name(&k, true, tmp);

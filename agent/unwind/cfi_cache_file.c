@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/fs_util.h"
+#include "common/fs.h"
 #include "common/mem_populate.h"
 
 /* The highest page a 32-bit row pc can fall in, plus one. */
@@ -32,7 +32,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
 
 #define FNV1A_INIT 0xcbf29ce484222325ULL
 
-bool cfi_cache_key_of(const char *path, struct cfi_cache_key *k)
+bool cfi_cache_file_key(const char *path, struct cfi_cache_key *k)
 {
 	struct stat st;
 	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
@@ -47,7 +47,7 @@ bool cfi_cache_key_of(const char *path, struct cfi_cache_key *k)
 	return true;
 }
 
-uint64_t cfi_cache_key_hash(const struct cfi_cache_key *k)
+uint64_t cfi_cache_file_key_hash(const struct cfi_cache_key *k)
 {
 	return fnv1a(FNV1A_INIT, k, sizeof(*k));
 }

@@ -76,10 +76,10 @@ struct cfi_cache_header {
 
 /* The identity of the file at path now (stat: a module's path may be a link); false
  * when it is not a regular file. */
-bool cfi_cache_key_of(const char *path, struct cfi_cache_key *k);
+bool cfi_cache_file_key(const char *path, struct cfi_cache_key *k);
 
 /* A 64-bit hash of the whole key (the cache file's name). */
-uint64_t cfi_cache_key_hash(const struct cfi_cache_key *k);
+uint64_t cfi_cache_file_key_hash(const struct cfi_cache_key *k);
 
 /*
  * Checks the file open on fd (see the top of this file) as the cache file of the module

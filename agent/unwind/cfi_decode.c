@@ -1,9 +1,9 @@
 /*
  * cfi_decode.c - DWARF call frame information decoding (see cfi_decode.h).
  *
- * This file is async-signal-safe: every function in it (cfi_cie_read, cfi_entry_read,
- * cfi_fde_read, cfi_prog_start, cfi_prog_run, cfi_row_from_state and their static
- * helpers) allocates nothing, takes no lock, calls no libc function (the cursor's
+ * This file is async-signal-safe: every function in it (cfi_decode_cie_read, cfi_decode_entry_read,
+ * cfi_decode_fde_read, cfi_decode_prog_start, cfi_decode_prog_run, cfi_decode_row_from_state and
+ * their static helpers) allocates nothing, takes no lock, calls no libc function (the cursor's
  * constant-size memcpy/memset are inlined; `nm -u` of the object lists nothing) and
  * leaves errno alone. The table builder (cfi_parse.c) calls it in normal context, the
  * single-pc lookup (cfi_lookup.c) from a signal handler.
@@ -206,21 +206,21 @@ static bool parse_cie(const struct cfi_section *s, uint64_t off, struct cfi_cie 
 }
 
 /* async-signal-safe */
-bool cfi_cie_read(const struct cfi_section *s, uint64_t off, struct cfi_cie *cie,
-		  struct cfi_state *init)
+bool cfi_decode_cie_read(const struct cfi_section *s, uint64_t off, struct cfi_cie *cie,
+			 struct cfi_state *init)
 {
 	if (!parse_cie(s, off, cie) || cie->ra_reg != REG_RA)
 		return false;
 	*init = (struct cfi_state){.cfa_kind = CFI_NONE, .ra_rule = CFI_RULE_SAME};
 	struct cfi_prog pg;
-	cfi_prog_start(&pg, cie, s, NULL, cie->insns, cie->insns_end, 0, 0);
-	return cfi_prog_run(&pg, init) == CFI_PROG_END;
+	cfi_decode_prog_start(&pg, cie, s, NULL, cie->insns, cie->insns_end, 0, 0);
+	return cfi_decode_prog_run(&pg, init) == CFI_PROG_END;
 }
 
 /* ---------------------------------------------------------------- entries */
 
 /* async-signal-safe */
-int cfi_entry_read(const struct cfi_section *s, uint64_t off, struct cfi_entry *e)
+int cfi_decode_entry_read(const struct cfi_section *s, uint64_t off, struct cfi_entry *e)
 {
 	if (off > s->len)
 		return CFI_ENTRY_TRUNCATED;
@@ -259,8 +259,8 @@ int cfi_entry_read(const struct cfi_section *s, uint64_t off, struct cfi_entry *
 }
 
 /* async-signal-safe */
-bool cfi_fde_read(const struct cfi_section *s, const struct cfi_entry *e, const struct cfi_cie *cie,
-		  struct cfi_fde *out)
+bool cfi_decode_fde_read(const struct cfi_section *s, const struct cfi_entry *e,
+			 const struct cfi_cie *cie, struct cfi_fde *out)
 {
 	struct cfi_cursor c = {e->body, e->end, false};
 	uint8_t enc = s->is_debug_frame ? CFI_PE_absptr : cie->fde_enc;
@@ -277,7 +277,7 @@ bool cfi_fde_read(const struct cfi_section *s, const struct cfi_entry *e, const 
 
 /* ---------------------------------------------------------------- CFA programs */
 
-/* async-signal-safe. cfi_row_from_state, inlined into the interpreter's emit. */
+/* async-signal-safe. cfi_decode_row_from_state, inlined into the interpreter's emit. */
 static inline bool row_from_state(const struct cfi_state *st, bool signal, uint32_t pc,
 				  struct cfi_row *out)
 {
@@ -309,7 +309,8 @@ static inline bool row_from_state(const struct cfi_state *st, bool signal, uint3
 }
 
 /* async-signal-safe */
-bool cfi_row_from_state(const struct cfi_state *st, bool signal, uint32_t pc, struct cfi_row *out)
+bool cfi_decode_row_from_state(const struct cfi_state *st, bool signal, uint32_t pc,
+			       struct cfi_row *out)
 {
 	return row_from_state(st, signal, pc, out);
 }
@@ -394,9 +395,10 @@ static inline int64_t unsigned_offset(uint64_t v, bool *bad)
 }
 
 /* async-signal-safe */
-void cfi_prog_start(struct cfi_prog *pg, const struct cfi_cie *cie, const struct cfi_section *sec,
-		    const struct cfi_state *init, const uint8_t *insns, const uint8_t *insns_end,
-		    uint64_t start, uint64_t end)
+void cfi_decode_prog_start(struct cfi_prog *pg, const struct cfi_cie *cie,
+			   const struct cfi_section *sec, const struct cfi_state *init,
+			   const uint8_t *insns, const uint8_t *insns_end, uint64_t start,
+			   uint64_t end)
 {
 	/* Field by field: a compound literal would clear the 512-byte stack too. */
 	pg->cie = cie;
@@ -414,7 +416,7 @@ void cfi_prog_start(struct cfi_prog *pg, const struct cfi_cie *cie, const struct
 }
 
 /* async-signal-safe */
-int cfi_prog_run(struct cfi_prog *pg, struct cfi_state *st)
+int cfi_decode_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 {
 	/* The cursor and depth in locals: st's uint8_t stores may alias anything, and would
 	 * force every read through pg back to memory. */

@@ -174,8 +174,8 @@ struct cfi_state {
  * into *init. False when it is unusable (malformed, an unknown augmentation, a return
  * address column other than rip): its FDEs are skipped.
  */
-bool cfi_cie_read(const struct cfi_section *s, uint64_t off, struct cfi_cie *cie,
-		  struct cfi_state *init);
+bool cfi_decode_cie_read(const struct cfi_section *s, uint64_t off, struct cfi_cie *cie,
+			 struct cfi_state *init);
 
 enum cfi_entry_kind {
 	CFI_ENTRY_ZERO,	     /* length 0: .eh_frame's terminator, padding in .debug_frame */
@@ -194,7 +194,7 @@ struct cfi_entry {
 
 /* async-signal-safe. Reads the header of the entry at s->data + off (every byte of it
  * inside the section). Returns an enum cfi_entry_kind. */
-int cfi_entry_read(const struct cfi_section *s, uint64_t off, struct cfi_entry *e);
+int cfi_decode_entry_read(const struct cfi_section *s, uint64_t off, struct cfi_entry *e);
 
 struct cfi_fde {
 	uint64_t start, range;		  /* link-time pcs [start, start + range) */
@@ -205,8 +205,8 @@ struct cfi_fde {
 /* async-signal-safe. Decodes the pc range of FDE e of CIE cie. False when its pointers
  * cannot be read (an unsupported encoding, truncated); out->aug_ok false when they can
  * but its augmentation data runs past the entry. */
-bool cfi_fde_read(const struct cfi_section *s, const struct cfi_entry *e, const struct cfi_cie *cie,
-		  struct cfi_fde *out);
+bool cfi_decode_fde_read(const struct cfi_section *s, const struct cfi_entry *e,
+			 const struct cfi_cie *cie, struct cfi_fde *out);
 
 /* ---------------------------------------------------------------- CFA programs */
 
@@ -218,7 +218,7 @@ bool cfi_fde_read(const struct cfi_section *s, const struct cfi_entry *e, const 
  *  - init == NULL: a CIE's initial instructions (advances and restores are ignored);
  *  - out != NULL: the table builder's, every row of the FDE into out[0..room);
  *  - out == NULL: the lookup's, stop at the row covering target.
- * Fill it with cfi_prog_start (which leaves the remember_state stack uninitialized:
+ * Fill it with cfi_decode_prog_start (which leaves the remember_state stack uninitialized:
  * no 512-byte clear per FDE), then set the mode's fields. */
 struct cfi_prog {
 	const struct cfi_cie *cie;
@@ -248,19 +248,21 @@ enum {
 /* async-signal-safe. Sets up pg to run [insns, insns_end) for the FDE [start, end) of
  * cie (CIE program: init NULL, start = end = 0), in lookup mode with target 0: set
  * out/room/base (table mode) or target (lookup mode) after. */
-void cfi_prog_start(struct cfi_prog *pg, const struct cfi_cie *cie, const struct cfi_section *sec,
-		    const struct cfi_state *init, const uint8_t *insns, const uint8_t *insns_end,
-		    uint64_t start, uint64_t end);
+void cfi_decode_prog_start(struct cfi_prog *pg, const struct cfi_cie *cie,
+			   const struct cfi_section *sec, const struct cfi_state *init,
+			   const uint8_t *insns, const uint8_t *insns_end, uint64_t start,
+			   uint64_t end);
 
 /* async-signal-safe. Runs pg's program on *st until it ends, fails, fills out, or
  * reaches the row covering target. Returns one of CFI_PROG_*; resumable after
  * CFI_PROG_FULL. In lookup mode the caller must have checked start <= target < end. */
-int cfi_prog_run(struct cfi_prog *pg, struct cfi_state *st);
+int cfi_decode_prog_run(struct cfi_prog *pg, struct cfi_state *st);
 
 /* async-signal-safe. The row for state st starting at pc (already relative to the
  * table's base), as the table stores it: CFI_SIGNAL for a signal CIE, CFI_ROOT when
  * the return address is undefined, SP/FP/PLT rules with the frame pointer's rule, or
  * CFI_NONE (returns false) for rules the unwinder cannot evaluate. */
-bool cfi_row_from_state(const struct cfi_state *st, bool signal, uint32_t pc, struct cfi_row *out);
+bool cfi_decode_row_from_state(const struct cfi_state *st, bool signal, uint32_t pc,
+			       struct cfi_row *out);
 
 #endif

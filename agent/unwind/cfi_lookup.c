@@ -75,7 +75,7 @@ static int32_t load_s32(const uint8_t *p)
 
 /* async-signal-safe. The row at link-time pc `target` from FDE fde of cie. Its own
  * frame (not inlined into cfi_lookup_pc): its struct cfi_prog (~630 bytes) and
- * cfi_cie_read's are then never on the stack together. */
+ * cfi_decode_cie_read's are then never on the stack together. */
 static __attribute__((noinline)) int
 fde_row_at(const struct cfi_lookup_module *m, const struct cfi_section *s,
 	   const struct cfi_cie *cie, const struct cfi_state *init, const struct cfi_fde *fde,
@@ -83,15 +83,15 @@ fde_row_at(const struct cfi_lookup_module *m, const struct cfi_section *s,
 {
 	struct cfi_prog pg;
 	struct cfi_state st = *init;
-	cfi_prog_start(&pg, cie, s, init, fde->insns, fde->insns_end, fde->start,
-		       fde->start + fde->range);
+	cfi_decode_prog_start(&pg, cie, s, init, fde->insns, fde->insns_end, fde->start,
+			      fde->start + fde->range);
 	pg.target = target;
-	int rc = cfi_prog_run(&pg, &st);
+	int rc = cfi_decode_prog_run(&pg, &st);
 	/* After AT_TARGET or END, st holds from pg.loc; loc <= target unless an advance
 	 * wrapped around (malformed). */
 	if (rc == CFI_PROG_BAD || pg.loc > target || pg.loc < m->base)
 		return -EINVAL;
-	cfi_row_from_state(&st, cie->signal, (uint32_t)(pg.loc - m->base), out);
+	cfi_decode_row_from_state(&st, cie->signal, (uint32_t)(pg.loc - m->base), out);
 	return 0;
 }
 
@@ -161,13 +161,13 @@ int cfi_lookup_pc(const struct cfi_lookup_module *m, uintptr_t pc, struct cfi_ro
 	if ((uintptr_t)fde_at < (uintptr_t)ef || (uintptr_t)fde_at >= (uintptr_t)m->eh_hi)
 		return -EINVAL;
 	struct cfi_entry e;
-	if (cfi_entry_read(&s, (uint64_t)(fde_at - ef), &e) != CFI_ENTRY_FDE)
+	if (cfi_decode_entry_read(&s, (uint64_t)(fde_at - ef), &e) != CFI_ENTRY_FDE)
 		return -EINVAL;
 	struct cfi_cie cie;
 	struct cfi_state init;
 	struct cfi_fde fde;
-	if (!cfi_cie_read(&s, e.cie_off, &cie, &init) || !cfi_fde_read(&s, &e, &cie, &fde) ||
-	    !fde.aug_ok)
+	if (!cfi_decode_cie_read(&s, e.cie_off, &cie, &init) ||
+	    !cfi_decode_fde_read(&s, &e, &cie, &fde) || !fde.aug_ok)
 		return -EINVAL;
 	/* The header must list the FDE at its own initial location. */
 	uint64_t target = (uint64_t)pc - m->bias;

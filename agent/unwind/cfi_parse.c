@@ -78,7 +78,7 @@ static bool run_fde(struct row_buf *b, struct cfi_prog *pg, struct cfi_state *st
 		pg->room = b->populated - b->n;
 		pg->n = 0;
 		pg->unsupported = 0;
-		int rc = cfi_prog_run(pg, st);
+		int rc = cfi_decode_prog_run(pg, st);
 		b->n += pg->n;
 		b->unsupported += pg->unsupported;
 		if (rc != CFI_PROG_FULL)
@@ -86,7 +86,7 @@ static bool run_fde(struct row_buf *b, struct cfi_prog *pg, struct cfi_state *st
 	}
 }
 
-void cfi_rows_add_chunk(struct row_buf *b, size_t first)
+void cfi_parse_add_chunk(struct row_buf *b, size_t first)
 {
 	if (b->err || b->n == first)
 		return;
@@ -117,7 +117,7 @@ uint32_t cfi_parse_section(struct row_buf *b, const struct cfi_section *s, uint3
 	struct cfi_prog pg;
 	while (off + 4 <= s->len && !b->err) {
 		struct cfi_entry e;
-		int kind = cfi_entry_read(s, off, &e);
+		int kind = cfi_decode_entry_read(s, off, &e);
 		if (kind == CFI_ENTRY_ZERO) {
 			if (!s->is_debug_frame)
 				break; /* .eh_frame terminator */
@@ -135,10 +135,10 @@ uint32_t cfi_parse_section(struct row_buf *b, const struct cfi_section *s, uint3
 		}
 		if (e.cie_off != cached_cie_off) {
 			cached_cie_off = e.cie_off;
-			cached_ok = cfi_cie_read(s, e.cie_off, &cie, &cie_state);
+			cached_ok = cfi_decode_cie_read(s, e.cie_off, &cie, &cie_state);
 		}
 		struct cfi_fde fde;
-		if (!cached_ok || !cfi_fde_read(s, &e, &cie, &fde)) {
+		if (!cached_ok || !cfi_decode_fde_read(s, &e, &cie, &fde)) {
 			(*skipped)++;
 			continue;
 		}
@@ -156,8 +156,8 @@ uint32_t cfi_parse_section(struct row_buf *b, const struct cfi_section *s, uint3
 					    start) != NULL)
 			continue; /* .eh_frame already describes this code */
 		struct cfi_state st = cie_state;
-		cfi_prog_start(&pg, &cie, s, &cie_state, fde.insns, fde.insns_end, start,
-			       start + range);
+		cfi_decode_prog_start(&pg, &cie, s, &cie_state, fde.insns, fde.insns_end, start,
+				      start + range);
 		size_t mark = b->n;
 		if (!run_fde(b, &pg, &st)) {
 			if (b->err)
@@ -168,14 +168,14 @@ uint32_t cfi_parse_section(struct row_buf *b, const struct cfi_section *s, uint3
 		}
 		struct cfi_row row;
 		if (pg.loc < pg.end) {
-			bool ok = cfi_row_from_state(&st, cie.signal, 0, &row);
+			bool ok = cfi_decode_row_from_state(&st, cie.signal, 0, &row);
 			if (push_row(b, pg.loc, &row) && !ok)
 				b->unsupported++;
 		}
 		/* "No rule" from the FDE's end, unless a row of another FDE starts there. */
 		row = (struct cfi_row){.kind = CFI_NONE, .fp_rule = CFI_END_MARKER};
 		push_row(b, start + range, &row);
-		cfi_rows_add_chunk(b, mark);
+		cfi_parse_add_chunk(b, mark);
 		used++;
 	}
 	return used;

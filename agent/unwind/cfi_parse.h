@@ -37,7 +37,7 @@ struct row_buf {
 /* One pending row before sorting: the row plus a priority so an FDE's own first row
  * wins over the previous FDE's end marker at the same pc. */
 /* Appends rows[first..n) as one chunk (no-op when empty). Sets b->err on ENOMEM. */
-void cfi_rows_add_chunk(struct row_buf *b, size_t first);
+void cfi_parse_add_chunk(struct row_buf *b, size_t first);
 
 /*
  * Parses every FDE of section s into b. FDEs starting where `cover` (sorted rows of an

@@ -2,7 +2,7 @@
  * cfi_table.c - sorted unwind tables and their lookup (see cfi_table.h).
  *
  * Context: normal context only (the ddprof-modules thread, tests). The lookup the
- * signal handler uses, cfi_table_find, is agent/unwind/cfi_find.c.
+ * signal handler uses, cfi_table_find, is agent/unwind/cfi_table_find.c.
  *
  * The rows come from cfi_parse.c one FDE at a time; here they are ordered (FDE chunks
  * sorted and concatenated: much cheaper than sorting every row), merged, and trimmed.
@@ -65,7 +65,7 @@ static uint32_t order_chunks(struct row_buf *b)
 	if (!sorted || total != b->n) {
 		qsort(b->rows, b->n, sizeof(*b->rows), row_cmp);
 		b->nchunks = 0;
-		cfi_rows_add_chunk(b, 0); /* b->n > 0: the array holds one already */
+		cfi_parse_add_chunk(b, 0); /* b->n > 0: the array holds one already */
 		prev = &b->rows[b->n - 1];
 	}
 	return prev ? prev->pc : 0;
@@ -128,7 +128,7 @@ static void finish_in_buffer(struct row_buf *b)
 	b->cap = b->n;
 	b->n = b->populated = n;
 	b->nchunks = 0;
-	cfi_rows_add_chunk(b, 0);
+	cfi_parse_add_chunk(b, 0);
 }
 
 /*

@@ -1,7 +1,7 @@
 /*
  * module_map.c - the published module map and its grace period (see module_map.h).
  *
- * This file is async-signal-safe in modules_enter, modules_exit and module_map_find
+ * This file is async-signal-safe in module_map_enter, module_map_exit and module_map_find
  * (C11 atomics and a binary search; nothing else is called). The writer-side functions
  * below them only exchange a pointer or poll the grace counters; they never run in a
  * handler.
@@ -27,7 +27,7 @@ void module_map_place_grace(void)
 }
 
 /* async-signal-safe */
-const struct module_map *modules_enter(unsigned *slot)
+const struct module_map *module_map_enter(unsigned *slot)
 {
 	*slot = grace_enter(map_grace);
 	/* Acquire pairs with module_map_publish's release exchange: the entries and tables
@@ -36,7 +36,7 @@ const struct module_map *modules_enter(unsigned *slot)
 }
 
 /* async-signal-safe */
-void modules_exit(unsigned slot)
+void module_map_exit(unsigned slot)
 {
 	grace_exit(map_grace, slot);
 }
@@ -60,7 +60,7 @@ const struct module_entry *module_map_find(const struct module_map *m, uintptr_t
 
 struct module_map *module_map_publish(struct module_map *m)
 {
-	/* Release pairs with modules_enter's acquire load. */
+	/* Release pairs with module_map_enter's acquire load. */
 	struct module_map *old = atomic_exchange_explicit(&cur_map, m, memory_order_release);
 	return old == &empty_map ? NULL : old;
 }

@@ -3,10 +3,10 @@
  *
  * Owns: the pointer to the current immutable map (agent/unwind/modules.h builds them) and the
  * grace period that says when a replaced map, and the tables it pointed to, can be
- * freed. Handlers bracket lookups with modules_enter/modules_exit (declared in
- * modules.h); the module thread publishes a new map and waits out the grace period.
- * Context: modules_enter/exit and module_map_find are async-signal-safe; publish and
- * grace_wait run on the module thread; after_fork in a fork child (single-threaded).
+ * freed. Handlers bracket lookups with module_map_enter/module_map_exit; the module thread
+ * publishes a new map and waits out the grace period. Context: module_map_enter/exit and
+ * module_map_find are async-signal-safe; publish and grace_wait run on the module thread;
+ * after_fork in a fork child (single-threaded).
  */
 #ifndef DDPROF_AGENT_MODULE_MAP_H
 #define DDPROF_AGENT_MODULE_MAP_H
@@ -15,6 +15,14 @@
 #include <stdint.h>
 
 #include "agent/unwind/modules.h"
+
+/* async-signal-safe. The current map (never NULL once modules_init ran; may be
+ * empty); valid until module_map_exit(slot). */
+const struct module_map *module_map_enter(unsigned *slot);
+void module_map_exit(unsigned slot);
+
+/* async-signal-safe. The segment holding pc, or NULL. */
+const struct module_entry *module_map_find(const struct module_map *m, uintptr_t pc);
 
 /* Replaces the current map with m (release: m is fully written). Returns the old map,
  * or NULL when it was the built-in empty one. Free it only after module_map_grace_wait

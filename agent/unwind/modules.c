@@ -33,7 +33,7 @@
 #include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/own_stack.h"
+#include "common/own_thread.h"
 
 #define MAX_SEGS 4 /* executable PT_LOAD segments kept per module (1 in practice) */
 #define RESCAN_INTERVAL_NS (2ULL * NS_PER_SEC) /* catches libc's own dlopens */
@@ -78,7 +78,7 @@ FORK_CHILD_DATA static bool mods_stale;
 FORK_CHILD_DATA static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 FORK_CHILD_DATA static pthread_cond_t ctl_cond;
 FORK_CHILD_DATA static bool ctl_stop, ctl_running;
-FORK_CHILD_DATA static struct own_stack ctl_stack; /* our thread's (common/own_stack.h) */
+FORK_CHILD_DATA static struct own_stack ctl_stack; /* our thread's (common/own_thread.h) */
 /* Rescans left while waiting for a dlopen to finish: set by any thread without the
  * lock (relaxed: the thread re-reads it under ctl_lock after every wake-up). */
 FORK_CHILD_DATA static _Atomic unsigned load_polls;
@@ -537,9 +537,9 @@ uint64_t modules_service(uint64_t now_ns)
 	pthread_mutex_unlock(&ctl_lock);
 	if (active && !guard_checked) {
 		/* The service's first call, off the application's path (the first scan may
-		 * be a second away): see unwind_set_guarded_reads. */
+		 * be a second away): see unwind_dwarf_set_guarded_reads. */
 		guard_checked = true;
-		if (!unwind_enable_guarded_reads(NULL))
+		if (!unwind_dwarf_enable_guarded_reads(NULL))
 			log_debug("seccomp filter active: unwinding reads only the thread's stack");
 	}
 	if (!due)
@@ -644,7 +644,7 @@ void modules_stop(void)
 	/* Bounded: the thread may be in the middle of a large table. */
 	struct timespec ts = clock_ns_to_timespec(clock_now_ns(CLOCK_REALTIME) + STOP_TIMEOUT_NS);
 	if (pthread_timedjoin_np(ctl_thread, NULL, &ts) == 0) {
-		own_stack_release(&ctl_stack);
+		own_thread_stack_release(&ctl_stack);
 		ctl_running = false;
 		own_thread = false;
 	}
@@ -786,7 +786,7 @@ FORK_CHILD_PATH void modules_atfork_child(modules_thread_create_fn create)
 	ctl_running = false;
 	ctl_stop = false;
 	own_thread = false; /* the parent's thread is not in the child */
-	own_stack_after_fork(&ctl_stack);
+	own_thread_stack_after_fork(&ctl_stack);
 	next_due_ns = UINT64_MAX;
 	mods_stale = true;
 	lazy_create = create;

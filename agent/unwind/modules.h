@@ -18,7 +18,7 @@
  *    executable first, so early samples get DWARF unwinding as soon as possible.
  *  - Unloaded modules are kept in a list for the symbolizer (modules_take_retired):
  *    pcs sampled in a library that was dlclosed before the upload can still be named.
- * Context: modules_enter/exit/find are async-signal-safe; everything else is normal
+ * Context: module_map_enter/exit/find are async-signal-safe; everything else is normal
  * context. Fork: the child keeps the parent's published map and tables (inherited
  * memory, immutable) and rescans only after its first dlopen/dlclose
  * (modules_atfork_child): most fork children never load anything.
@@ -26,7 +26,7 @@
 #ifndef DDPROF_AGENT_MODULES_H
 #define DDPROF_AGENT_MODULES_H
 
-#include "common/own_stack.h"
+#include "common/own_thread.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -49,15 +49,10 @@ struct module_map {
 	struct module_entry e[]; /* sorted by start, non-overlapping */
 };
 
-/* async-signal-safe. The current map (never NULL once modules_init ran; may be
- * empty); valid until modules_exit(slot). */
-const struct module_map *modules_enter(unsigned *slot);
-void modules_exit(unsigned slot);
+/* The handler's side of the map (module_map_enter, module_map_find, module_map_exit)
+ * is declared in agent/unwind/module_map.h. */
 
-/* async-signal-safe. The segment holding pc, or NULL. */
-const struct module_entry *module_map_find(const struct module_map *m, uintptr_t pc);
-
-/* libc's pthread_create (common/own_stack.h). */
+/* libc's pthread_create (common/own_thread.h). */
 typedef own_thread_create_fn modules_thread_create_fn;
 
 /* The stack every profiler thread is created with (reserved, it touches tens of KiB):

@@ -7,7 +7,7 @@
  * thread get their bounds directly; this serves threads that existed before the agent
  * started.
  * Context: stack_bounds_snapshot on the constructor / uploader thread;
- * stack_bounds_lookup in the signal handler (async-signal-safe).
+ * stack_ranges_lookup (agent/unwind/stack_ranges.h) in the signal handler.
  */
 #ifndef DDPROF_AGENT_STACK_BOUNDS_H
 #define DDPROF_AGENT_STACK_BOUNDS_H
@@ -24,9 +24,6 @@ struct stack_range {
 /* Takes a new snapshot. Returns the number of ranges or a negative errno. Only one
  * thread may call it at a time. */
 int stack_bounds_snapshot(void);
-
-/* async-signal-safe. The snapshot range containing sp. */
-bool stack_bounds_lookup(uintptr_t sp, struct stack_range *out);
 
 /* Bounds of the calling thread's stack (normal context): pthread attributes for
  * threads, __libc_stack_end and RLIMIT_STACK for the main thread. stack_size: the size

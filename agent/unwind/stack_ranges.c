@@ -2,7 +2,7 @@
  * stack_ranges.c - the published stack-range snapshot and its lookup (see
  * stack_ranges.h).
  *
- * This file is async-signal-safe in stack_bounds_lookup: a binary search over a
+ * This file is async-signal-safe in stack_ranges_lookup: a binary search over a
  * static, immutable-once-published array (C11 atomics only, no calls). The two writer
  * functions only pick a buffer and store a pointer.
  */
@@ -21,14 +21,14 @@ struct range_set *stack_ranges_unpublished(void)
 
 void stack_ranges_publish(struct range_set *s)
 {
-	/* Release pairs with the acquire load in stack_bounds_lookup. A handler still
+	/* Release pairs with the acquire load in stack_ranges_lookup. A handler still
 	 * reading the older buffer is safe until the snapshot after next: snapshots are
 	 * taken at most once per upload period, handlers last microseconds. */
 	atomic_store_explicit(&published, s, memory_order_release);
 }
 
 /* async-signal-safe */
-bool stack_bounds_lookup(uintptr_t sp, struct stack_range *out)
+bool stack_ranges_lookup(uintptr_t sp, struct stack_range *out)
 {
 	/* Acquire pairs with the release store in stack_ranges_publish. */
 	const struct range_set *s = atomic_load_explicit(&published, memory_order_acquire);

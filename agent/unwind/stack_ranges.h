@@ -1,11 +1,11 @@
 /*
- * stack_ranges.h - the published snapshot of writable mappings that stack_bounds_lookup
- * searches (internal to agent/unwind/stack_bounds.c and agent/unwind/stack_ranges.c).
+ * stack_ranges.h - the published snapshot of writable mappings that stack_ranges_lookup
+ * searches: stack_bounds.c writes it, the signal handler searches it.
  *
  * Owns: a double buffer of sorted ranges. The snapshot is written into the unused half
  * and published with one release store, so a handler always sees a whole snapshot.
- * Context: stack_bounds_lookup (declared in stack_bounds.h) is async-signal-safe; the
- * two functions below run in normal context, one writer at a time.
+ * Context: stack_ranges_lookup is async-signal-safe; unpublished and publish run in
+ * normal context, one writer at a time.
  */
 #ifndef DDPROF_AGENT_STACK_RANGES_H
 #define DDPROF_AGENT_STACK_RANGES_H
@@ -22,6 +22,9 @@ struct range_set {
 	uint32_t n;
 	struct stack_range r[STACK_RANGES_MAX]; /* sorted by lo */
 };
+
+/* async-signal-safe. The snapshot range containing sp. */
+bool stack_ranges_lookup(uintptr_t sp, struct stack_range *out);
 
 /* The half of the double buffer handlers are not reading. */
 struct range_set *stack_ranges_unpublished(void);

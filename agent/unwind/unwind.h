@@ -30,7 +30,7 @@
 #define PC_PROFILER ((uintptr_t)5)
 /* "[start-up]": the CPU the main thread used before the profiler started (the exec, the
  * dynamic loader, constructors that ran before ours), in the first profile, so that
- * its total is the process's CPU (profile.h: profiles_note_startup). */
+ * its total is the process's CPU (profiles.h: profiles_note_startup). */
 #define PC_STARTUP ((uintptr_t)6)
 #define PC_SYNTHETIC_MAX ((uintptr_t)0xfff)
 
@@ -68,26 +68,26 @@ uint32_t unwind_fp(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max)
  */
 uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max);
 
-void unwind_get_stats(struct unwind_stats *out);
+void unwind_dwarf_get_stats(struct unwind_stats *out);
 
 /* Start-up, before sampling: moves the walk counters to the fork-local page
  * (agent/sample/fork_local.h) when it has room. */
-void unwind_place_counters(void);
+void unwind_dwarf_place_counters(void);
 
 /* async-signal-safe. Guarded reads (process_vm_readv) on or off; off, reads outside
  * the thread's stack end the walk instead. The constructor turns them off: they may
  * be fatal under a seccomp filter, and checking for one costs start-up time. */
-void unwind_set_guarded_reads(bool on);
+void unwind_dwarf_set_guarded_reads(bool on);
 
 /* async-signal-safe. Guarded reads off for the rest of the process's life (and its
  * fork children's): the application installed a seccomp filter, which may kill on
- * process_vm_readv. unwind_enable_guarded_reads never turns them on again. */
-void unwind_forbid_guarded_reads(void);
+ * process_vm_readv. unwind_dwarf_enable_guarded_reads never turns them on again. */
+void unwind_dwarf_forbid_guarded_reads(void);
 
 /* Normal context, off the application's path (the module service's first call):
  * turns guarded reads on when the status file (status_path, NULL: /proc/self/status)
  * says no seccomp filter is active; off when one is, or it cannot tell. Returns
  * whether they are on. */
-bool unwind_enable_guarded_reads(const char *status_path);
+bool unwind_dwarf_enable_guarded_reads(const char *status_path);
 
 #endif

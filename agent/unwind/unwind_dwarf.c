@@ -38,6 +38,7 @@
 #include "agent/unwind/boot_cfi.h"
 #include "agent/unwind/cfi_table.h"
 #include "agent/sample/fork_local.h"
+#include "agent/unwind/module_map.h"
 #include "agent/unwind/modules.h"
 #include "common/digits.h"
 #include "common/raw_syscall.h"
@@ -47,7 +48,7 @@
 
 /* Off when a seccomp filter may kill the process on process_vm_readv. The constructor
  * turns them off and the first module refresh, off the application's start-up path,
- * turns them on when no filter is active (unwind_enable_guarded_reads). A flag: relaxed
+ * turns them on when no filter is active (unwind_dwarf_enable_guarded_reads). A flag: relaxed
  * loads and stores, nothing is published with it. */
 static _Atomic bool guarded_reads = true;
 /* Set for good once the application installs a seccomp filter through libc (the
@@ -55,7 +56,7 @@ static _Atomic bool guarded_reads = true;
  * filter. Checked beside guarded_reads: a refresh of the status file may have turned
  * those on just before. */
 static _Atomic bool guarded_reads_forbidden;
-/* Written at every walk: on the fork-local page when unwind_place_counters found room,
+/* Written at every walk: on the fork-local page when unwind_dwarf_place_counters found room,
  * where the parent takes no copy-on-write fault after a fork (agent/sample/fork_local.h). A
  * fork child finds them zero: it counts its own walks. */
 struct walk_counters {
@@ -65,7 +66,7 @@ struct walk_counters {
 static struct walk_counters counters_fallback;
 static struct walk_counters *ctr = &counters_fallback;
 
-void unwind_place_counters(void)
+void unwind_dwarf_place_counters(void)
 {
 	ctr = fork_local_or(&counters_fallback, sizeof(*ctr));
 }
@@ -199,13 +200,13 @@ static enum step step_cfi(struct walk *w, struct frame *f, const struct cfi_row 
 }
 
 /* async-signal-safe */
-void unwind_set_guarded_reads(bool on)
+void unwind_dwarf_set_guarded_reads(bool on)
 {
 	atomic_store_explicit(&guarded_reads, on, memory_order_relaxed);
 }
 
 /* async-signal-safe */
-void unwind_forbid_guarded_reads(void)
+void unwind_dwarf_forbid_guarded_reads(void)
 {
 	atomic_store_explicit(&guarded_reads_forbidden, true, memory_order_relaxed);
 	atomic_store_explicit(&guarded_reads, false, memory_order_relaxed);
@@ -246,11 +247,11 @@ static bool seccomp_filter_active(const char *status_path)
 	return mode != 0;
 }
 
-bool unwind_enable_guarded_reads(const char *status_path)
+bool unwind_dwarf_enable_guarded_reads(const char *status_path)
 {
 	bool on = !atomic_load_explicit(&guarded_reads_forbidden, memory_order_relaxed) &&
 		  !seccomp_filter_active(status_path ? status_path : "/proc/self/status");
-	unwind_set_guarded_reads(on);
+	unwind_dwarf_set_guarded_reads(on);
 	return on;
 }
 
@@ -273,7 +274,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 	pcs[n++] = f.pc ? f.pc : PC_UNKNOWN;
 	bool root = false, truncated = false;
 	unsigned slot;
-	const struct module_map *map = modules_enter(&slot);
+	const struct module_map *map = module_map_enter(&slot);
 	while (f.pc > PC_SYNTHETIC_MAX) {
 		uintptr_t lookup = f.exact_pc ? f.pc : f.pc - 1;
 		const struct module_entry *e = module_map_find(map, lookup);
@@ -312,7 +313,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 		}
 		pcs[n++] = f.pc;
 	}
-	modules_exit(slot);
+	module_map_exit(slot);
 	if (!root && !truncated)
 		pcs[n++] = PC_INCOMPLETE; /* n < max: the loop stops at max - 1 */
 	atomic_fetch_add_explicit(&ctr->walks, 1, memory_order_relaxed);
@@ -333,7 +334,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 	return n;
 }
 
-void unwind_get_stats(struct unwind_stats *out)
+void unwind_dwarf_get_stats(struct unwind_stats *out)
 {
 	out->walks = atomic_load_explicit(&ctr->walks, memory_order_relaxed);
 	out->truncated = atomic_load_explicit(&ctr->truncated, memory_order_relaxed);

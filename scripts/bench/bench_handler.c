@@ -24,7 +24,7 @@
 
 #include "agent/unwind/boot_cfi.h"
 #include "agent/unwind/modules.h"
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "agent/unwind/stack_bounds.h"
 #include "agent/unwind/unwind.h"
 
@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 	if (profiles_init(&pp, 64 << 20, 0) != 0)
 		return 1;
 	/* The ceiling mapped at once: the agent maps more only as its uploader thread,
-	 * which this benchmark does not run, sees the need (agent/store/profile.h). */
+	 * which this benchmark does not run, sees the need (agent/store/profiles.h). */
 	for (int i = 0; i < 2; i++)
 		region_reserve(&pp.p[i].region, 64 << 20);
 	modules_init();

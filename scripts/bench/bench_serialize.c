@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "agent/symbolize/symbolizer.h"
 #include "uploader/pprof.h"
 
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 	if (profiles_init(&pp, CEILING, 0) != 0)
 		return 1;
 	/* The ceiling mapped at once: the agent maps more only as its uploader thread,
-	 * which this benchmark does not run, sees the need (agent/store/profile.h). */
+	 * which this benchmark does not run, sees the need (agent/store/profiles.h). */
 	for (int i = 0; i < 2; i++)
 		region_reserve(&pp.p[i].region, CEILING);
 	uintptr_t lo = (uintptr_t)__executable_start, hi = (uintptr_t)etext;

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 
 #define RUNS 5
 #define DEPTH 16  /* a typical native stack */
@@ -93,7 +93,7 @@ static double one_run(int threads, int mode)
 		exit(1);
 	}
 	/* The ceiling mapped at once: the agent maps more only as its uploader thread,
-	 * which this benchmark does not run, sees the need (agent/store/profile.h). */
+	 * which this benchmark does not run, sees the need (agent/store/profiles.h). */
 	for (int i = 0; i < 2; i++)
 		region_reserve(&pp.p[i].region, CEILING);
 	pthread_t t[MAX_THREADS];
@@ -110,7 +110,7 @@ static double one_run(int threads, int mode)
 		pthread_join(t[i], NULL);
 	double secs = now_s() - t0;
 	pthread_barrier_destroy(&start_line);
-	uint64_t dropped = profile_dropped_samples(profiles_active(&pp));
+	uint64_t dropped = profiles_dropped_samples(profiles_active(&pp));
 	if (dropped)
 		fprintf(stderr, "bench_trie: %llu samples dropped (ceiling too small)\n",
 			(unsigned long long)dropped);

@@ -17,8 +17,8 @@
  * Build, from the repository's root:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
  *     test/fuzz/fuzz_cfi_cache.c agent/unwind/cfi_cache_file.c agent/unwind/cfi_table.c \
- *     agent/unwind/cfi_parse.c agent/unwind/cfi_decode.c agent/unwind/cfi_find.c agent/unwind/elf_image.c \
- *     common/fs_util.c common/mem_populate.c -lelf -ldl -lpthread -o fuzz_cfi_cache
+ *     agent/unwind/cfi_parse.c agent/unwind/cfi_decode.c agent/unwind/cfi_table_find.c agent/unwind/elf_image.c \
+ *     common/fs.c common/mem_populate.c -lelf -ldl -lpthread -o fuzz_cfi_cache
  * Run: ./fuzz_cfi_cache -max_total_time=60 test/fuzz/corpus/cfi_cache/
  * (the seeds: test/fuzz/gen_cfi_cache_seeds.c).
  */
@@ -53,7 +53,7 @@ static void setup(void)
 	fd = memfd_create("fuzz_cfi_cache", MFD_CLOEXEC);
 	if (fd < 0 || fchmod(fd, 0600) != 0)
 		fail("memfd_create/fchmod");
-	if (!cfi_cache_key_of(MODULE, &key) && !cfi_cache_key_of(MODULE_FALLBACK, &key))
+	if (!cfi_cache_file_key(MODULE, &key) && !cfi_cache_file_key(MODULE_FALLBACK, &key))
 		fail("no module to key the inputs by");
 }
 

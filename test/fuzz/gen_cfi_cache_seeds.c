@@ -58,7 +58,7 @@ static void write_tiny(const char *path, uint32_t version, size_t cut)
 	struct cfi_table t = {
 	    .base = 0x1000, .rows = rows, .nrows = 3, .page = page, .npages = 2, .fdes = 1};
 	struct cfi_cache_key k;
-	if (!cfi_cache_key_of(LIBM, &k))
+	if (!cfi_cache_file_key(LIBM, &k))
 		die(LIBM);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0 || cfi_cache_file_write(fd, &k, &t) != 0)

@@ -59,10 +59,10 @@ START_TEST(test_a_snapshot_holds_what_came_before_it_and_release_resets)
 	ck_assert(agent_snapshot_take(pp, 5000, &s));
 	ck_assert_uint_eq(s.samples, 7);
 	ck_assert_uint_eq(s.end_ns, 5000);
-	ck_assert_uint_eq(profile_total(s.profile, PROFILE_CPU, 1), 7000);
+	ck_assert_uint_eq(profiles_total(s.profile, PROFILE_CPU, 1), 7000);
 	/* After the swap: the next snapshot's, not this one's. */
 	record(pp, my_tid(), 0x2000, 3);
-	ck_assert_uint_eq(profile_samples(s.profile), 7);
+	ck_assert_uint_eq(profiles_samples(s.profile), 7);
 	agent_snapshot_release(&s);
 	ck_assert(agent_snapshot_take(pp, 9000, &s));
 	ck_assert_uint_eq(s.samples, 3);

@@ -20,14 +20,15 @@
 START_TEST(test_rfc3339_has_nanoseconds_and_utc)
 {
 	char buf[DATADOG_TIME_MAX];
-	ck_assert_int_eq(datadog_format_rfc3339(0, buf), 0);
+	ck_assert_int_eq(export_datadog_format_rfc3339(0, buf), 0);
 	ck_assert_str_eq(buf, "1970-01-01T00:00:00.000000000Z");
 	/* 2026-11-22T10:00:00Z = 1795341600 */
-	ck_assert_int_eq(datadog_format_rfc3339(1795341600ULL * SEC + 123456789, buf), 0);
+	ck_assert_int_eq(export_datadog_format_rfc3339(1795341600ULL * SEC + 123456789, buf), 0);
 	ck_assert_str_eq(buf, "2026-11-22T10:00:00.123456789Z");
-	ck_assert_int_eq(datadog_format_rfc3339(951782400ULL * SEC + 1, buf), 0); /* leap day */
+	ck_assert_int_eq(export_datadog_format_rfc3339(951782400ULL * SEC + 1, buf),
+			 0); /* leap day */
 	ck_assert_str_eq(buf, "2000-02-29T00:00:00.000000001Z");
-	ck_assert_int_eq(datadog_format_rfc3339(UINT64_MAX, buf), 0); /* year 2554 */
+	ck_assert_int_eq(export_datadog_format_rfc3339(UINT64_MAX, buf), 0); /* year 2554 */
 	ck_assert_str_eq(buf, "2554-07-21T23:34:33.709551615Z");
 }
 END_TEST
@@ -41,8 +42,8 @@ START_TEST(test_runtime_id_is_a_fresh_uuid_v4)
 				 "[0-9a-f]{12}$",
 				 REG_EXTENDED | REG_NOSUB),
 			 0);
-	datadog_runtime_id_new(a);
-	datadog_runtime_id_new(b);
+	export_datadog_runtime_id_new(a);
+	export_datadog_runtime_id_new(b);
 	ck_assert_msg(regexec(&re, a, 0, NULL, 0) == 0, "%s is not a UUID v4", a);
 	ck_assert_msg(regexec(&re, b, 0, NULL, 0) == 0, "%s is not a UUID v4", b);
 	ck_assert_str_ne(a, b);
@@ -53,22 +54,23 @@ END_TEST
 START_TEST(test_agent_endpoint_for_http_https_and_unix)
 {
 	char url[256], sock[128];
-	ck_assert_int_eq(
-	    datadog_agent_endpoint("http://localhost:8126", url, sizeof(url), sock, sizeof(sock)),
-	    0);
+	ck_assert_int_eq(export_datadog_agent_endpoint("http://localhost:8126", url, sizeof(url),
+						       sock, sizeof(sock)),
+			 0);
 	ck_assert_str_eq(url, "http://localhost:8126/profiling/v1/input");
 	ck_assert_str_eq(sock, "");
 	ck_assert_int_eq(
-	    datadog_agent_endpoint("https://proxy/dd", url, sizeof(url), sock, sizeof(sock)), 0);
+	    export_datadog_agent_endpoint("https://proxy/dd", url, sizeof(url), sock, sizeof(sock)),
+	    0);
 	ck_assert_str_eq(url, "https://proxy/dd/profiling/v1/input");
-	ck_assert_int_eq(datadog_agent_endpoint("unix:///var/run/datadog/apm.socket", url,
-						sizeof(url), sock, sizeof(sock)),
+	ck_assert_int_eq(export_datadog_agent_endpoint("unix:///var/run/datadog/apm.socket", url,
+						       sizeof(url), sock, sizeof(sock)),
 			 0);
 	ck_assert_str_eq(url, "http://localhost/profiling/v1/input");
 	ck_assert_str_eq(sock, "/var/run/datadog/apm.socket");
-	ck_assert_int_eq(
-	    datadog_agent_endpoint("http://a-very-long-host-name", url, 20, sock, sizeof(sock)),
-	    -ENAMETOOLONG);
+	ck_assert_int_eq(export_datadog_agent_endpoint("http://a-very-long-host-name", url, 20,
+						       sock, sizeof(sock)),
+			 -ENAMETOOLONG);
 }
 END_TEST
 
@@ -87,7 +89,8 @@ START_TEST(test_container_id_from_cgroup_lines)
 	};
 	char id[DATADOG_CONTAINER_ID_MAX];
 	for (size_t i = 0; i < sizeof(with) / sizeof(with[0]); i++) {
-		ck_assert_msg(datadog_container_id(with[i][0], id), "no id in %s", with[i][0]);
+		ck_assert_msg(export_datadog_container_id(with[i][0], id), "no id in %s",
+			      with[i][0]);
 		ck_assert_str_eq(id, with[i][1]);
 	}
 	static const char *const without[] = {
@@ -97,7 +100,7 @@ START_TEST(test_container_id_from_cgroup_lines)
 	    "",
 	};
 	for (size_t i = 0; i < sizeof(without) / sizeof(without[0]); i++)
-		ck_assert_msg(!datadog_container_id(without[i], id), "found %s in %s", id,
+		ck_assert_msg(!export_datadog_container_id(without[i], id), "found %s in %s", id,
 			      without[i]);
 }
 END_TEST
@@ -106,9 +109,9 @@ START_TEST(test_json_strings_are_escaped)
 {
 	struct pb_buf out;
 	pb_init(&out);
-	datadog_json_string(&out, "a\"b\\c\nd\te\x01"
-				  "f\x1f"
-				  "\xc3\xa9");
+	export_datadog_json_string(&out, "a\"b\\c\nd\te\x01"
+					 "f\x1f"
+					 "\xc3\xa9");
 	static const char expected[] = "\"a\\\"b\\\\c\\nd\\te\\u0001f\\u001f\xc3\xa9\"";
 	ck_assert_uint_eq(out.len, strlen(expected));
 	ck_assert(memcmp(out.data, expected, out.len) == 0);
@@ -122,7 +125,7 @@ START_TEST(test_event_json_is_exact)
 	pb_init(&out);
 	struct datadog_event ev = {"service:web,team:\"x\"", 1795341600ULL * SEC,
 				   1795341660ULL * SEC + 5};
-	ck_assert_int_eq(datadog_event_json(&out, &ev), 0);
+	ck_assert_int_eq(export_datadog_event_json(&out, &ev), 0);
 	static const char expected[] = "{\"attachments\":[\"profile.pprof\"],"
 				       "\"tags_profiler\":\"service:web,team:\\\"x\\\"\","
 				       "\"start\":\"2026-11-22T10:00:00.000000000Z\","
@@ -139,17 +142,17 @@ START_TEST(test_tags_profiler_has_every_tag_in_order)
 	char tags[DATADOG_TAGS_MAX];
 	struct datadog_tag_values v = {
 	    "web", "prod", "1.2", "h1", "0b1e4b51-6d2c-4d3a-9b7c-1f2e3d4c5b6a", 123, "team:x,k:v"};
-	ck_assert_int_eq(datadog_tags(tags, sizeof(tags), &v), 0);
+	ck_assert_int_eq(export_datadog_tags(tags, sizeof(tags), &v), 0);
 	ck_assert_str_eq(tags, "service:web,env:prod,version:1.2,host:h1,language:native,"
 			       "profiler_version:" DDPROF_VERSION
 			       ",runtime-id:0b1e4b51-6d2c-4d3a-9b7c-1f2e3d4c5b6a,"
 			       "process_id:123,team:x,k:v");
 	/* Absent env/version/tags are left out; commas in values cannot split a tag. */
 	struct datadog_tag_values w = {"a,b", "", "", "h", "id", 7, ""};
-	ck_assert_int_eq(datadog_tags(tags, sizeof(tags), &w), 0);
+	ck_assert_int_eq(export_datadog_tags(tags, sizeof(tags), &w), 0);
 	ck_assert_str_eq(tags, "service:a_b,host:h,language:native,profiler_version:" DDPROF_VERSION
 			       ",runtime-id:id,process_id:7");
-	ck_assert_int_eq(datadog_tags(tags, 40, &v), -ENOSPC);
+	ck_assert_int_eq(export_datadog_tags(tags, 40, &v), -ENOSPC);
 }
 END_TEST
 

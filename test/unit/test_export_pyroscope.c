@@ -16,12 +16,13 @@
 START_TEST(test_url_encoding_keeps_only_unreserved_characters)
 {
 	char out[128];
-	ck_assert_int_eq(pyroscope_url_encode(out, sizeof(out), "aZ09-._~"), 0);
+	ck_assert_int_eq(export_pyroscope_url_encode(out, sizeof(out), "aZ09-._~"), 0);
 	ck_assert_str_eq(out, "aZ09-._~");
-	ck_assert_int_eq(pyroscope_url_encode(out, sizeof(out), "app{k=v,x=y z}/&?%+\xc3\xa9"), 0);
+	ck_assert_int_eq(
+	    export_pyroscope_url_encode(out, sizeof(out), "app{k=v,x=y z}/&?%+\xc3\xa9"), 0);
 	ck_assert_str_eq(out, "app%7Bk%3Dv%2Cx%3Dy%20z%7D%2F%26%3F%25%2B%C3%A9");
-	ck_assert_int_eq(pyroscope_url_encode(out, 5, "a{b"), -ENOSPC);
-	ck_assert_int_eq(pyroscope_url_encode(out, 6, "ab{"), 0);
+	ck_assert_int_eq(export_pyroscope_url_encode(out, 5, "a{b"), -ENOSPC);
+	ck_assert_int_eq(export_pyroscope_url_encode(out, 6, "ab{"), 0);
 	ck_assert_str_eq(out, "ab%7B");
 }
 END_TEST
@@ -29,49 +30,53 @@ END_TEST
 START_TEST(test_series_name_with_labels)
 {
 	char out[256];
-	ck_assert_int_eq(pyroscope_series_name(out, sizeof(out), "my.app", NULL, NULL), 0);
+	ck_assert_int_eq(export_pyroscope_series_name(out, sizeof(out), "my.app", NULL, NULL), 0);
 	ck_assert_str_eq(out, "my.app");
-	ck_assert_int_eq(pyroscope_series_name(out, sizeof(out), "my.app", "", ""), 0);
+	ck_assert_int_eq(export_pyroscope_series_name(out, sizeof(out), "my.app", "", ""), 0);
 	ck_assert_str_eq(out, "my.app");
 	/* PYROSCOPE_TAGS first; DD_TAGS adds keys not taken yet. */
 	ck_assert_int_eq(
-	    pyroscope_series_name(out, sizeof(out), "app", "region:eu", "team:x,region:us"), 0);
+	    export_pyroscope_series_name(out, sizeof(out), "app", "region:eu", "team:x,region:us"),
+	    0);
 	ck_assert_str_eq(out, "app{region=eu,team=x}");
 	/* The name syntax cannot be broken by values, keys or the application name. */
-	ck_assert_int_eq(pyroscope_series_name(out, sizeof(out), "a{p}p", "k-1:v{}=w", NULL), 0);
+	ck_assert_int_eq(export_pyroscope_series_name(out, sizeof(out), "a{p}p", "k-1:v{}=w", NULL),
+			 0);
 	ck_assert_str_eq(out, "a_p_p{k_1=v___w}");
 	/* Values may contain ':' (only the first separates key and value). */
-	ck_assert_int_eq(pyroscope_series_name(out, sizeof(out), "a", "url:http://x", NULL), 0);
+	ck_assert_int_eq(export_pyroscope_series_name(out, sizeof(out), "a", "url:http://x", NULL),
+			 0);
 	ck_assert_str_eq(out, "a{url=http://x}");
-	ck_assert_int_eq(pyroscope_series_name(out, 8, "app", "k:v", NULL), -ENOSPC);
+	ck_assert_int_eq(export_pyroscope_series_name(out, 8, "app", "k:v", NULL), -ENOSPC);
 }
 END_TEST
 
 START_TEST(test_ingest_url_is_exact)
 {
 	char url[512];
-	ck_assert_int_eq(pyroscope_ingest_url(url, sizeof(url), "http://pyro:4040", "app{k=v}",
-					      1795341600ULL * SEC + 999999999,
-					      1795341660ULL * SEC + 5),
+	ck_assert_int_eq(export_pyroscope_ingest_url(url, sizeof(url), "http://pyro:4040",
+						     "app{k=v}", 1795341600ULL * SEC + 999999999,
+						     1795341660ULL * SEC + 5),
 			 0);
 	ck_assert_str_eq(url, "http://pyro:4040/ingest?name=app%7Bk%3Dv%7D&from=1795341600"
 			      "&until=1795341660&format=pprof&spyName=libddprof");
-	ck_assert_int_eq(pyroscope_ingest_url(url, 20, "http://pyro:4040", "a", 0, 1), -ENOSPC);
+	ck_assert_int_eq(export_pyroscope_ingest_url(url, 20, "http://pyro:4040", "a", 0, 1),
+			 -ENOSPC);
 }
 END_TEST
 
 START_TEST(test_basic_auth_header_is_base64_with_padding)
 {
 	char h[128];
-	ck_assert_int_eq(pyroscope_basic_auth_header(h, sizeof(h), "user", "pass"), 0);
+	ck_assert_int_eq(export_pyroscope_basic_auth_header(h, sizeof(h), "user", "pass"), 0);
 	ck_assert_str_eq(h, "Authorization: Basic dXNlcjpwYXNz");
-	ck_assert_int_eq(pyroscope_basic_auth_header(h, sizeof(h), "a", "b"), 0);
+	ck_assert_int_eq(export_pyroscope_basic_auth_header(h, sizeof(h), "a", "b"), 0);
 	ck_assert_str_eq(h, "Authorization: Basic YTpi");
-	ck_assert_int_eq(pyroscope_basic_auth_header(h, sizeof(h), "ab", "c"), 0);
+	ck_assert_int_eq(export_pyroscope_basic_auth_header(h, sizeof(h), "ab", "c"), 0);
 	ck_assert_str_eq(h, "Authorization: Basic YWI6Yw==");
-	ck_assert_int_eq(pyroscope_basic_auth_header(h, sizeof(h), "abc", "d"), 0);
+	ck_assert_int_eq(export_pyroscope_basic_auth_header(h, sizeof(h), "abc", "d"), 0);
 	ck_assert_str_eq(h, "Authorization: Basic YWJjOmQ=");
-	ck_assert_int_eq(pyroscope_basic_auth_header(h, 24, "user", "pass"), -ENOSPC);
+	ck_assert_int_eq(export_pyroscope_basic_auth_header(h, 24, "user", "pass"), -ENOSPC);
 }
 END_TEST
 

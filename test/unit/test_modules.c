@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/unwind/module_map.h"
 #include "agent/unwind/modules.h"
 #include "common/bg_host.h"
 #include "check_run.h"
@@ -45,7 +46,7 @@ START_TEST(finds_executable_libc_and_vdso)
 	modules_init();
 	ck_assert_int_ge(modules_refresh(), 3);
 	unsigned slot;
-	const struct module_map *m = modules_enter(&slot);
+	const struct module_map *m = module_map_enter(&slot);
 	const struct module_entry *e = module_map_find(m, (uintptr_t)&memcpy);
 	ck_assert_ptr_nonnull(e);
 	ck_assert_ptr_nonnull(e->table);
@@ -56,7 +57,7 @@ START_TEST(finds_executable_libc_and_vdso)
 	ck_assert_ptr_null(module_map_find(m, 16)); /* the zero page is nobody's */
 	for (size_t i = 1; i < m->n; i++)
 		ck_assert_uint_ge(m->e[i].start, m->e[i - 1].end);
-	modules_exit(slot);
+	module_map_exit(slot);
 	struct modules_stats st;
 	modules_get_stats(&st);
 	ck_assert_uint_ge(st.tables, 3);
@@ -75,18 +76,18 @@ START_TEST(unloaded_library_is_retired)
 	ck_assert(fn != 0);
 	modules_refresh();
 	unsigned slot;
-	const struct module_map *m = modules_enter(&slot);
+	const struct module_map *m = module_map_enter(&slot);
 	const struct module_entry *e = module_map_find(m, fn);
 	ck_assert_ptr_nonnull(e);
 	ck_assert_ptr_nonnull(e->table);
-	modules_exit(slot);
+	module_map_exit(slot);
 	struct retired_segment segs[8];
 	modules_take_retired(segs, 8);
 	ck_assert_int_eq(dlclose(h), 0);
 	modules_refresh();
-	m = modules_enter(&slot);
+	m = module_map_enter(&slot);
 	ck_assert_ptr_null(module_map_find(m, fn));
-	modules_exit(slot);
+	module_map_exit(slot);
 	size_t n = modules_take_retired(segs, 8);
 	ck_assert_uint_ge(n, 1);
 	ck_assert_ptr_nonnull(strstr(segs[0].path, "libchurn.so"));
@@ -103,7 +104,7 @@ static void *reader(void *arg)
 	uintptr_t *lib_pc = arg;
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
 		unsigned slot;
-		const struct module_map *m = modules_enter(&slot);
+		const struct module_map *m = module_map_enter(&slot);
 		size_t n = m->n;
 		for (size_t i = 1; i < n; i++)
 			ck_assert(m->e[i].start >= m->e[i - 1].end);
@@ -119,7 +120,7 @@ static void *reader(void *arg)
 								  memory_order_relaxed);
 			}
 		}
-		modules_exit(slot);
+		module_map_exit(slot);
 		atomic_fetch_add_explicit(&lookups, 1, memory_order_relaxed);
 	}
 	return NULL;
@@ -201,10 +202,10 @@ static void *host_main(void *arg)
 static bool libc_has_table(void)
 {
 	unsigned slot;
-	const struct module_map *m = modules_enter(&slot);
+	const struct module_map *m = module_map_enter(&slot);
 	const struct module_entry *e = module_map_find(m, (uintptr_t)&memcpy);
 	bool built = e && e->table;
-	modules_exit(slot);
+	module_map_exit(slot);
 	return built;
 }
 
@@ -243,10 +244,10 @@ START_TEST(hosted_service_builds_tables_and_follows_dlopen)
 	uint64_t give_up = mono_ns() + 5000000000ULL;
 	bool found = false;
 	while (!found && mono_ns() < give_up) {
-		m = modules_enter(&slot);
+		m = module_map_enter(&slot);
 		e = module_map_find(m, (uintptr_t)fn);
 		found = e && e->table;
-		modules_exit(slot);
+		module_map_exit(slot);
 		if (!found)
 			usleep(1000);
 	}

@@ -11,7 +11,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "agent/symbolize/symbolizer.h"
 #include "agent/unwind/unwind.h"
 #include "test/tools/pprof_reader.h"
@@ -124,7 +124,7 @@ static void build_and_decode(struct pprof_profile *out, size_t *gz_len)
 	if (gz_len)
 		*gz_len = gz.len;
 	pb_free(&gz);
-	profile_reset(p);
+	profiles_reset(p);
 }
 
 static const char *leaf_name(const struct pprof_profile *prof, const struct pprof_sample *s)
@@ -457,7 +457,7 @@ START_TEST(test_stacks_past_the_ceiling_appear_as_dropped)
 		n_records++;
 	}
 	struct profile *active = profiles_active(&pp);
-	uint64_t dropped = profile_dropped(active, PROFILE_CPU, 0);
+	uint64_t dropped = profiles_dropped(active, PROFILE_CPU, 0);
 	ck_assert_uint_gt(dropped, 0);
 	struct pprof_profile prof;
 	build_and_decode(&prof, NULL);

@@ -8,7 +8,7 @@
  * Context: single-threaded Check suite; run under valgrind with CK_FORK=no.
  */
 #include "test/tools/pprof_reader.h"
-#include "common/pb_writer.h"
+#include "common/pb.h"
 
 #include <check.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_profile_swap.c - unit tests of agent/store/profile.c: the red/black profile pair.
+ * test_profile_swap.c - unit tests of agent/store/profiles.c: the red/black profile pair.
  *
  * The invariant under test: a sample recorded by profiles_record lands in exactly one
  * profile that profiles_swap later returns, after every writer left it. WRITERS threads
@@ -12,7 +12,7 @@
  * waiting for writers, reset, the fork reinit, and the profiles' memory: what one
  * records before any growth, growth on demand, the next profile mapped at a swap.
  */
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "agent/sample/fork_local.h"
 
 #include <check.h>
@@ -86,9 +86,10 @@ static void swap_and_collect(struct profile_pair *pp, struct totals *tot)
 	 * the single-threaded tests can expect writers == 0. */
 	uint64_t sums[2] = {0, 0};
 	trie_foreach(&p->trie, add_node, sums);
-	uint64_t samples = profile_total(p, PROFILE_CPU, 0), cpu = profile_total(p, PROFILE_CPU, 1);
-	uint64_t dropped = profile_dropped(p, PROFILE_CPU, 0);
-	uint64_t dropped_cpu = profile_dropped(p, PROFILE_CPU, 1);
+	uint64_t samples = profiles_total(p, PROFILE_CPU, 0),
+		 cpu = profiles_total(p, PROFILE_CPU, 1);
+	uint64_t dropped = profiles_dropped(p, PROFILE_CPU, 0);
+	uint64_t dropped_cpu = profiles_dropped(p, PROFILE_CPU, 1);
 	if (sums[0] + dropped != samples || sums[1] + dropped_cpu != cpu)
 		tot->inconsistent++;
 	tot->busy_swaps += samples != 0;
@@ -98,7 +99,7 @@ static void swap_and_collect(struct profile_pair *pp, struct totals *tot)
 	tot->dropped_cpu_ns += dropped_cpu;
 	tot->samples += samples;
 	tot->cpu_ns += cpu;
-	profile_reset(p);
+	profiles_reset(p);
 }
 
 /* --- writers --- */
@@ -266,12 +267,12 @@ START_TEST(test_swap_alternates_profiles_and_returns_with_no_writer)
 		uint64_t cpu;
 		ck_assert_uint_eq(node_samples(p, 7, &cpu), 2);
 		ck_assert_uint_eq(cpu, 101 + i);
-		ck_assert_uint_eq(profile_total(p, PROFILE_CPU, 0), 2);
-		ck_assert_uint_eq(profile_total(p, PROFILE_CPU, 1), 101 + i);
+		ck_assert_uint_eq(profiles_total(p, PROFILE_CPU, 0), 2);
+		ck_assert_uint_eq(profiles_total(p, PROFILE_CPU, 1), 101 + i);
 		ck_assert_uint_eq(trie_count(&p->trie), 1);
 		/* The new active profile was reset before: it holds nothing yet. */
-		ck_assert_uint_eq(profile_total(profiles_active(&pp), PROFILE_CPU, 0), 0);
-		profile_reset(p);
+		ck_assert_uint_eq(profiles_total(profiles_active(&pp), PROFILE_CPU, 0), 0);
+		profiles_reset(p);
 	}
 	profiles_destroy(&pp);
 }
@@ -284,22 +285,22 @@ START_TEST(test_profile_reset_empties_counters_trie_and_region)
 	uintptr_t pcs[MAX_DEPTH] = {0};
 	uint64_t i = 0;
 	/* Fill the region until stacks are dropped. */
-	while (profile_dropped(&pp.p[0], PROFILE_CPU, 0) == 0) {
+	while (profiles_dropped(&pp.p[0], PROFILE_CPU, 0) == 0) {
 		pcs[0] = 0x400000 + ++i * 16;
 		profiles_record(&pp, 1, pcs, MAX_DEPTH, 3);
 		ck_assert_uint_lt(i, 1000);
 	}
 	struct profile *p = profiles_swap(&pp, 1);
-	ck_assert_uint_eq(profile_total(p, PROFILE_CPU, 0), i);
-	ck_assert_uint_eq(profile_total(p, PROFILE_CPU, 1), 3 * i);
-	ck_assert_uint_eq(profile_dropped(p, PROFILE_CPU, 0), 1);
-	ck_assert_uint_eq(profile_dropped(p, PROFILE_CPU, 1), 3);
+	ck_assert_uint_eq(profiles_total(p, PROFILE_CPU, 0), i);
+	ck_assert_uint_eq(profiles_total(p, PROFILE_CPU, 1), 3 * i);
+	ck_assert_uint_eq(profiles_dropped(p, PROFILE_CPU, 0), 1);
+	ck_assert_uint_eq(profiles_dropped(p, PROFILE_CPU, 1), 3);
 	ck_assert_uint_eq(trie_count(&p->trie), i - 1);
-	profile_reset(p);
-	ck_assert_uint_eq(profile_total(p, PROFILE_CPU, 0), 0);
-	ck_assert_uint_eq(profile_total(p, PROFILE_CPU, 1), 0);
-	ck_assert_uint_eq(profile_dropped(p, PROFILE_CPU, 0), 0);
-	ck_assert_uint_eq(profile_dropped(p, PROFILE_CPU, 1), 0);
+	profiles_reset(p);
+	ck_assert_uint_eq(profiles_total(p, PROFILE_CPU, 0), 0);
+	ck_assert_uint_eq(profiles_total(p, PROFILE_CPU, 1), 0);
+	ck_assert_uint_eq(profiles_dropped(p, PROFILE_CPU, 0), 0);
+	ck_assert_uint_eq(profiles_dropped(p, PROFILE_CPU, 1), 0);
 	ck_assert_uint_eq(trie_count(&p->trie), 0);
 	ck_assert_uint_eq(region_used(&p->region), 0);
 	/* Usable again at full capacity once it is active. */
@@ -307,7 +308,7 @@ START_TEST(test_profile_reset_empties_counters_trie_and_region)
 	pcs[0] = 0x400000;
 	profiles_record(&pp, 1, pcs, MAX_DEPTH, 3);
 	ck_assert_uint_eq(trie_count(&p->trie), 1);
-	ck_assert_uint_eq(profile_dropped(p, PROFILE_CPU, 0), 0);
+	ck_assert_uint_eq(profiles_dropped(p, PROFILE_CPU, 0), 0);
 	profiles_destroy(&pp);
 }
 END_TEST
@@ -340,11 +341,11 @@ START_TEST(test_without_growth_a_profile_holds_its_first_chunk_of_stacks_then_dr
 	ck_assert_msg(trie_count(&p->trie) == kept,
 		      "expected %llu stacks in the first chunk, saw %llu", (unsigned long long)kept,
 		      (unsigned long long)trie_count(&p->trie));
-	ck_assert_msg(profile_dropped(p, PROFILE_CPU, 0) == N - kept,
+	ck_assert_msg(profiles_dropped(p, PROFILE_CPU, 0) == N - kept,
 		      "expected %llu samples dropped and counted, saw %llu",
 		      (unsigned long long)(N - kept),
-		      (unsigned long long)profile_dropped(p, PROFILE_CPU, 0));
-	ck_assert_uint_eq(profile_total(p, PROFILE_CPU, 0), N);
+		      (unsigned long long)profiles_dropped(p, PROFILE_CPU, 0));
+	ck_assert_uint_eq(profiles_total(p, PROFILE_CPU, 0), N);
 	ck_assert_uint_eq(region_mapped(&p->region), PROFILE_FIRST_CHUNK);
 	ck_assert_uint_eq(region_mapped(&pp.p[1].region), PROFILE_FIRST_CHUNK);
 	ck_assert(profiles_room_wanted(&pp));
@@ -364,10 +365,10 @@ START_TEST(test_a_profile_grows_on_demand_and_the_next_gets_what_it_used)
 			ck_assert_int_eq(profiles_grow_if_needed(&pp), 0);
 	}
 	struct profile *p = &pp.p[0];
-	ck_assert_msg(trie_count(&p->trie) == N && profile_dropped(p, PROFILE_CPU, 0) == 0,
+	ck_assert_msg(trie_count(&p->trie) == N && profiles_dropped(p, PROFILE_CPU, 0) == 0,
 		      "expected %d stacks and none dropped, saw %llu and %llu dropped", N,
 		      (unsigned long long)trie_count(&p->trie),
-		      (unsigned long long)profile_dropped(p, PROFILE_CPU, 0));
+		      (unsigned long long)profiles_dropped(p, PROFILE_CPU, 0));
 	size_t used = region_used(&p->region), mapped = region_mapped(&p->region);
 	/* 1 + 1 + 2 + 4 MiB reached; 8 more mapped ahead once 2/3 of 8 were used. */
 	ck_assert_msg(used >= (size_t)N * MEM_NODE_BYTES && mapped == 16 * MIB,
@@ -380,14 +381,14 @@ START_TEST(test_a_profile_grows_on_demand_and_the_next_gets_what_it_used)
 		      "expected the next profile mapped for %zu bytes (8 MiB), saw %zu", used,
 		      region_mapped(&pp.p[1].region));
 	/* Reset: the 8 MiB chunk never reached is unmapped, the 4 reached are kept. */
-	profile_reset(p);
+	profiles_reset(p);
 	ck_assert_msg(region_mapped(&p->region) == 8 * MIB,
 		      "expected 8 MiB kept after the reset, saw %zu", region_mapped(&p->region));
 	/* The new active profile holds as much without growing. */
 	for (uint64_t i = 0; i < N; i++)
 		record_distinct(&pp, N + i);
 	ck_assert_uint_eq(trie_count(&pp.p[1].trie), N);
-	ck_assert_uint_eq(profile_dropped(&pp.p[1], PROFILE_CPU, 0), 0);
+	ck_assert_uint_eq(profiles_dropped(&pp.p[1], PROFILE_CPU, 0), 0);
 	profiles_destroy(&pp);
 }
 END_TEST
@@ -454,8 +455,8 @@ START_TEST(test_reinit_after_fork_forgets_both_profiles_and_writers)
 	ck_assert_uint_eq(pp.p[0].start_ns, 99);
 	for (int i = 0; i < 2; i++) {
 		ck_assert_uint_eq(atomic_load(&pp.p[i].writers), 0);
-		ck_assert_uint_eq(profile_total(&pp.p[i], PROFILE_CPU, 0), 0);
-		ck_assert_uint_eq(profile_total(&pp.p[i], PROFILE_CPU, 1), 0);
+		ck_assert_uint_eq(profiles_total(&pp.p[i], PROFILE_CPU, 0), 0);
+		ck_assert_uint_eq(profiles_total(&pp.p[i], PROFILE_CPU, 1), 0);
 		ck_assert_uint_eq(trie_count(&pp.p[i].trie), 0);
 		ck_assert_uint_eq(region_used(&pp.p[i].region), 0);
 	}
@@ -463,7 +464,7 @@ START_TEST(test_reinit_after_fork_forgets_both_profiles_and_writers)
 	profiles_record(&pp, 7, stack_a, 3, 30);
 	struct profile *p = profiles_swap(&pp, 100);
 	ck_assert_ptr_eq(p, &pp.p[0]);
-	ck_assert_uint_eq(profile_total(p, PROFILE_CPU, 1), 30);
+	ck_assert_uint_eq(profiles_total(p, PROFILE_CPU, 1), 30);
 	ck_assert_ptr_eq(profiles_swap(&pp, 101), &pp.p[1]);
 	profiles_destroy(&pp);
 }
@@ -558,7 +559,7 @@ START_TEST(test_a_fork_child_sets_up_its_wiped_pair_at_first_use)
 	ck_assert(WIFEXITED(status));
 	ck_assert_int_eq(WEXITSTATUS(status), 0);
 	/* The parent's pair is as it was. */
-	ck_assert_uint_eq(profile_total(&pp->p[0], PROFILE_CPU, 0), 1);
+	ck_assert_uint_eq(profiles_total(&pp->p[0], PROFILE_CPU, 0), 1);
 	ck_assert(!profiles_empty(pp));
 	profiles_destroy(pp);
 }

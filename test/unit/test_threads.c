@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "agent/unwind/modules.h"
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "agent/sample/sampler.h"
 #include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"

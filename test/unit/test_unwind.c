@@ -100,7 +100,7 @@ START_TEST(recursion_without_frame_pointers)
 	descend_nofp(20);
 	check_recursion(20, "no frame pointers");
 	struct unwind_stats st;
-	unwind_get_stats(&st);
+	unwind_dwarf_get_stats(&st);
 	ck_assert_uint_ge(st.cfi_steps, 20);
 }
 END_TEST
@@ -161,7 +161,7 @@ START_TEST(through_a_signal_frame)
 	}
 	raiser();
 	struct unwind_stats st;
-	unwind_get_stats(&st);
+	unwind_dwarf_get_stats(&st);
 	ck_assert_uint_ge(st.signal_frames, 1);
 	bool found = false;
 	for (uint32_t i = 0; i < npcs; i++)
@@ -210,7 +210,7 @@ START_TEST(garbage_stacks_end_cleanly)
 	/* Garbage almost never looks like a root frame. */
 	ck_assert_uint_ge(incomplete, 19000);
 	struct unwind_stats st;
-	unwind_get_stats(&st);
+	unwind_dwarf_get_stats(&st);
 	ck_assert_uint_gt(st.cfi_steps, 0);
 }
 END_TEST
@@ -228,7 +228,7 @@ START_TEST(unknown_stack_reads_are_guarded)
 	ck_assert_uint_eq(n, 2);
 	ck_assert_uint_eq(pcs[1], PC_INCOMPLETE);
 	struct unwind_stats st;
-	unwind_get_stats(&st);
+	unwind_dwarf_get_stats(&st);
 	ck_assert_uint_ge(st.failed_reads, 1);
 }
 END_TEST
@@ -237,10 +237,10 @@ END_TEST
 static uint64_t guarded_reads_of_a_wild_walk(void)
 {
 	struct unwind_stats before, after;
-	unwind_get_stats(&before);
+	unwind_dwarf_get_stats(&before);
 	struct unwind_regs regs = {.pc = (uintptr_t)&memcpy + 16, .sp = 0x10000, .fp = 0x20000};
 	unwind_dwarf(&regs, pcs, UNWIND_MAX_DEPTH);
-	unwind_get_stats(&after);
+	unwind_dwarf_get_stats(&after);
 	return after.guarded_reads - before.guarded_reads;
 }
 
@@ -256,7 +256,7 @@ static bool enable_with_status(const char *dir, const char *content)
 	} else {
 		unlink(path);
 	}
-	return unwind_enable_guarded_reads(path);
+	return unwind_dwarf_enable_guarded_reads(path);
 }
 
 /* The constructor turns guarded reads off; the first module refresh turns them on
@@ -265,7 +265,7 @@ START_TEST(guarded_reads_follow_the_seccomp_check)
 {
 	char dir[] = "/tmp/ddprof-unwind-XXXXXX";
 	ck_assert_ptr_nonnull(mkdtemp(dir));
-	unwind_set_guarded_reads(false);
+	unwind_dwarf_set_guarded_reads(false);
 	ck_assert_uint_eq(guarded_reads_of_a_wild_walk(), 0);
 	ck_assert(enable_with_status(dir, "Name:\ttest\nSeccomp:\t0\nSeccomp_filters:\t0\n"));
 	ck_assert_uint_ge(guarded_reads_of_a_wild_walk(), 1);
@@ -295,13 +295,15 @@ START_TEST(guarded_reads_follow_the_seccomp_check)
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
 		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
 			_exit(2);
-		_exit(unwind_enable_guarded_reads(NULL) || guarded_reads_of_a_wild_walk() ? 1 : 0);
+		_exit(unwind_dwarf_enable_guarded_reads(NULL) || guarded_reads_of_a_wild_walk()
+			  ? 1
+			  : 0);
 	}
 	int st;
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		      "under a seccomp filter guarded reads stayed on (status 0x%x)", st);
-	unwind_set_guarded_reads(true);
+	unwind_dwarf_set_guarded_reads(true);
 }
 END_TEST
 
@@ -317,10 +319,10 @@ static void setup_boot(void)
 START_TEST(before_any_table_walks_are_complete_by_boot_cfi)
 {
 	struct unwind_stats before, after;
-	unwind_get_stats(&before);
+	unwind_dwarf_get_stats(&before);
 	descend_nofp(20);
 	check_recursion(20, "no frame pointers, no table");
-	unwind_get_stats(&after);
+	unwind_dwarf_get_stats(&after);
 	ck_assert_uint_ge(after.cfi_steps - before.cfi_steps, 20);
 	ck_assert_uint_ge(after.boot_cfi_steps - before.boot_cfi_steps, 20);
 	ck_assert_uint_eq(after.fp_steps, before.fp_steps); /* not one frame-pointer guess */

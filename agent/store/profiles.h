@@ -1,5 +1,5 @@
 /*
- * profile.h - the red/black pair of profiles the signal handler writes into.
+ * profiles.h - the red/black pair of profiles the signal handler writes into.
  *
  * Owns: two profiles (region + stack trie + totals) and which one is active.
  *  - profiles_add (signal handler) enters the active profile by incrementing its
@@ -20,8 +20,8 @@
  * profiles_grow_if_needed from any thread in normal context; init and
  * profiles_reinit_after_fork from the constructor / the fork child (single-threaded).
  */
-#ifndef DDPROF_AGENT_PROFILE_H
-#define DDPROF_AGENT_PROFILE_H
+#ifndef DDPROF_AGENT_STORE_PROFILES_H
+#define DDPROF_AGENT_STORE_PROFILES_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -29,7 +29,7 @@
 
 #include "agent/store/profile_types.h"
 #include "agent/store/region.h"
-#include "agent/store/stack_trie.h"
+#include "agent/store/trie.h"
 
 struct profile {
 	struct region region;
@@ -93,32 +93,32 @@ static inline void profiles_record(struct profile_pair *pp, int32_t tid, const u
 
 /* Value i of kind recorded in p, dropped included (relaxed: exact once p is swapped
  * out). */
-static inline uint64_t profile_total(const struct profile *p, enum profile_kind kind, uint32_t i)
+static inline uint64_t profiles_total(const struct profile *p, enum profile_kind kind, uint32_t i)
 {
 	return atomic_load_explicit(&p->totals[kind][i], memory_order_relaxed);
 }
 
 /* Value i of kind that p dropped. */
-static inline uint64_t profile_dropped(const struct profile *p, enum profile_kind kind, uint32_t i)
+static inline uint64_t profiles_dropped(const struct profile *p, enum profile_kind kind, uint32_t i)
 {
 	return atomic_load_explicit(&p->dropped[kind][i], memory_order_relaxed);
 }
 
 /* Samples recorded in p, of every kind, dropped included (value 0 of each kind). */
-static inline uint64_t profile_samples(const struct profile *p)
+static inline uint64_t profiles_samples(const struct profile *p)
 {
 	uint64_t n = 0;
 	for (int k = 0; k < PROFILE_KINDS; k++)
-		n += profile_total(p, (enum profile_kind)k, 0);
+		n += profiles_total(p, (enum profile_kind)k, 0);
 	return n;
 }
 
 /* Samples p dropped, of every kind. */
-static inline uint64_t profile_dropped_samples(const struct profile *p)
+static inline uint64_t profiles_dropped_samples(const struct profile *p)
 {
 	uint64_t n = 0;
 	for (int k = 0; k < PROFILE_KINDS; k++)
-		n += profile_dropped(p, (enum profile_kind)k, 0);
+		n += profiles_dropped(p, (enum profile_kind)k, 0);
 	return n;
 }
 
@@ -136,18 +136,18 @@ bool profiles_room_wanted(struct profile_pair *pp);
 /*
  * Makes the other profile active (its start_ns = now_ns) and returns the previously
  * active one once no handler is inside it. The caller serializes it, then calls
- * profile_reset before the next swap. Only one thread may swap. Before the flip, the
+ * profiles_reset before the next swap. Only one thread may swap. Before the flip, the
  * next profile gets as much memory mapped as the active one used.
  */
 struct profile *profiles_swap(struct profile_pair *pp, uint64_t now_ns);
 
 /* Whether p holds any value of any kind (the end of a thread is CPU without a sample).
  * Relaxed reads. */
-static inline bool profile_has_data(const struct profile *p)
+static inline bool profiles_has_data(const struct profile *p)
 {
 	for (int k = 0; k < PROFILE_KINDS; k++)
 		for (uint32_t i = 0; i < PROFILE_VALUES_MAX; i++) /* unused ones stay 0 */
-			if (profile_total(p, (enum profile_kind)k, i) != 0)
+			if (profiles_total(p, (enum profile_kind)k, i) != 0)
 				return true;
 	return false;
 }
@@ -171,13 +171,13 @@ struct profile *profiles_active(struct profile_pair *pp);
  * handler reads no clock): it gets the process's start time, within a clock tick
  * (common/process_start.h). Uploader thread only (it reads /proc; it is the only
  * writer of start_ns besides the fork handler). */
-uint64_t profile_start_ns(struct profile *p);
+uint64_t profiles_start_ns(struct profile *p);
 /* Sets p's start to ns if it has none yet. Uploader thread only. */
-void profile_start_if_unset(struct profile *p, uint64_t ns);
+void profiles_start_if_unset(struct profile *p, uint64_t ns);
 
 /* Empties p, and unmaps the chunks of its memory that its period did not reach.
  * Precondition: p is not active and no handler is inside it. */
-void profile_reset(struct profile *p);
+void profiles_reset(struct profile *p);
 
 /* In a fork child: handlers that were inside a profile in other parent threads no
  * longer exist; forget both profiles' contents and writer counts. A pair on the

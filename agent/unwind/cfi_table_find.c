@@ -1,5 +1,5 @@
 /*
- * cfi_find.c - the signal handler's lookup in a CFI table (see cfi_table.h).
+ * cfi_table_find.c - the signal handler's lookup in a CFI table (see cfi_table.h).
  *
  * This file is async-signal-safe: a binary search over an immutable array, narrowed by
  * the per-page index; no calls, no writes.

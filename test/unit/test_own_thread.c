@@ -1,5 +1,5 @@
 /*
- * test_own_stack.c - unit tests of common/own_stack.c: the stacks and the creation of the
+ * test_own_thread.c - unit tests of common/own_thread.c: the stacks and the creation of the
  * profiler's own threads.
  *
  * What the profiler relies on: a thread of ours runs on the mapping we made, so its
@@ -10,7 +10,7 @@
  * to a second thread (-EBUSY) and serves again once released; a failed creation
  * releases it.
  */
-#include "common/own_stack.h"
+#include "common/own_thread.h"
 
 #include <check.h>
 
@@ -64,7 +64,7 @@ START_TEST(test_thread_runs_on_our_mapping_with_its_descriptor_there)
 	ck_assert_msg(in_mapping(&s, (uintptr_t)t), "pthread_t %#lx is not in our mapping",
 		      (unsigned long)t);
 	ck_assert(!pthread_equal(t, app));
-	own_stack_release(&s);
+	own_thread_stack_release(&s);
 }
 END_TEST
 
@@ -89,7 +89,7 @@ START_TEST(test_thread_starts_with_every_signal_blocked_and_the_creator_keeps_it
 	ck_assert(sigismember(&after, SIGUSR2));
 	sigemptyset(&mine);
 	pthread_sigmask(SIG_SETMASK, &mine, NULL);
-	own_stack_release(&s);
+	own_thread_stack_release(&s);
 }
 END_TEST
 
@@ -99,18 +99,18 @@ START_TEST(test_a_stack_in_use_is_refused_and_serves_again_once_released)
 	pthread_attr_t a, b;
 	pthread_attr_init(&a);
 	pthread_attr_init(&b);
-	ck_assert_int_eq(own_stack_attr(&s, &a, STACK_BYTES), 0);
+	ck_assert_int_eq(own_thread_stack_attr(&s, &a, STACK_BYTES), 0);
 	void *base = s.base;
 	ck_assert(s.in_use);
-	ck_assert_int_eq(own_stack_attr(&s, &b, STACK_BYTES), -EBUSY);
-	own_stack_release(&s);
+	ck_assert_int_eq(own_thread_stack_attr(&s, &b, STACK_BYTES), -EBUSY);
+	own_thread_stack_release(&s);
 	ck_assert(!s.in_use);
-	ck_assert_int_eq(own_stack_attr(&s, &b, STACK_BYTES), 0);
+	ck_assert_int_eq(own_thread_stack_attr(&s, &b, STACK_BYTES), 0);
 	ck_assert_ptr_eq(s.base, base); /* the same mapping, not a new one */
-	own_stack_release(&s);
+	own_thread_stack_release(&s);
 	/* A fork child's copy: free, the same mapping. */
 	s.in_use = true;
-	own_stack_after_fork(&s);
+	own_thread_stack_after_fork(&s);
 	ck_assert(!s.in_use);
 	ck_assert_ptr_eq(s.base, base);
 	pthread_attr_destroy(&a);
@@ -135,7 +135,7 @@ START_TEST(test_a_failed_creation_returns_its_error_and_frees_the_stack)
 	ck_assert_int_eq(own_thread_create(&s, STACK_BYTES, pthread_create, &t, record, &seen), 0);
 	pthread_join(t, NULL);
 	ck_assert(in_mapping(&s, seen.local));
-	own_stack_release(&s);
+	own_thread_stack_release(&s);
 }
 END_TEST
 

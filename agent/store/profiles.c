@@ -1,11 +1,11 @@
 /*
- * profile.c - red/black profiles (see profile.h).
+ * profiles.c - red/black profiles (see profiles.h).
  *
  * This file is async-signal-safe: profiles_add runs in the sampling signal handler.
- * profiles_swap and profile_reset run on the uploader thread and may sleep;
+ * profiles_swap and profiles_reset run on the uploader thread and may sleep;
  * profiles_grow_if_needed maps memory, from any thread in normal context.
  */
-#include "agent/store/profile.h"
+#include "agent/store/profiles.h"
 #include "agent/sample/fork_local.h"
 #include "common/clock.h"
 #include "common/process_start.h"
@@ -253,7 +253,7 @@ static void profile_clear(struct profile *p)
 	}
 }
 
-void profile_reset(struct profile *p)
+void profiles_reset(struct profile *p)
 {
 	profile_clear(p);
 	region_reset(&p->region);
@@ -265,7 +265,7 @@ FORK_CHILD_PATH bool profiles_empty(struct profile_pair *pp)
 	if (atomic_load_explicit(&pending_state, memory_order_relaxed) != PAIR_READY &&
 	    pp == pending_pair)
 		return !settle_pending();
-	return !profile_has_data(&pp->p[0]) && !profile_has_data(&pp->p[1]);
+	return !profiles_has_data(&pp->p[0]) && !profiles_has_data(&pp->p[1]);
 }
 
 FORK_CHILD_PATH void profiles_reinit_after_fork(struct profile_pair *pp, uint64_t now_ns)
@@ -307,13 +307,13 @@ uint64_t profiles_take_startup(struct profile_pair *pp, int32_t *tid)
 	return ns;
 }
 
-void profile_start_if_unset(struct profile *p, uint64_t ns)
+void profiles_start_if_unset(struct profile *p, uint64_t ns)
 {
 	if (p->start_ns == 0)
 		p->start_ns = ns;
 }
 
-uint64_t profile_start_ns(struct profile *p)
+uint64_t profiles_start_ns(struct profile *p)
 {
 	if (p->start_ns == 0) {
 		uint64_t t = process_start_realtime_ns();

@@ -1,9 +1,9 @@
 /*
- * fs_util.c - mkdir -p and write-all (see fs_util.h).
+ * fs.c - mkdir -p and write-all (see fs.h).
  *
  * Context: normal context only (never a signal handler).
  */
-#include "common/fs_util.h"
+#include "common/fs.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,11 +1,11 @@
 /*
- * fs_util.h - the two file-system helpers the exporters and the unwind cache share.
+ * fs.h - the two file-system helpers the exporters and the unwind cache share.
  *
  * Owns: fs_make_dirs (mkdir -p), fs_write_all and fs_read_all (until done).
  * Context: normal context (the constructor, the uploader thread); no allocation.
  */
-#ifndef DDPROF_COMMON_FS_UTIL_H
-#define DDPROF_COMMON_FS_UTIL_H
+#ifndef DDPROF_COMMON_FS_H
+#define DDPROF_COMMON_FS_H
 
 #include <stddef.h>
 #include <stdint.h>

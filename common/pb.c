@@ -1,8 +1,8 @@
 /*
- * pb_writer.c - protocol-buffers wire-format writer (see pb_writer.h).
+ * pb.c - protocol-buffers wire-format writer (see pb.h).
  * Context: uploader thread and tests; never a signal handler.
  */
-#include "pb_writer.h"
+#include "pb.h"
 
 #include <stdlib.h>
 #include <string.h>

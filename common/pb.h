@@ -1,5 +1,5 @@
 /*
- * pb_writer.h - a minimal protocol-buffers wire-format writer.
+ * pb.h - a minimal protocol-buffers wire-format writer.
  *
  * Owns: a growable byte buffer and the encodings pprof needs (varint, length-delimited,
  * packed repeated varints). Nested messages are built in a scratch pb_buf and appended
@@ -9,8 +9,8 @@
  * Errors are sticky: after an allocation failure every call is a no-op and pb->failed
  * is set, so callers check once at the end.
  */
-#ifndef DDPROF_COMMON_PB_WRITER_H
-#define DDPROF_COMMON_PB_WRITER_H
+#ifndef DDPROF_COMMON_PB_H
+#define DDPROF_COMMON_PB_H
 
 #include <stdbool.h>
 #include <stddef.h>

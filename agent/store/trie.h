@@ -1,5 +1,5 @@
 /*
- * stack_trie.h - lock-free, append-only hash-trie of stacks (the Go runtime's traceMap).
+ * trie.h - lock-free, append-only hash-trie of stacks (the Go runtime's traceMap).
  *
  * Maps a key (profile kind, thread id, pcs[]) to a node carrying the kind's atomic
  * values (a sample count and weights: agent/store/profile_types.h).
@@ -15,8 +15,8 @@
  * Context: trie_put from signal handlers (async-signal-safe); trie_foreach and reset
  * from the uploader thread after the red/black swap made the trie quiescent.
  */
-#ifndef DDPROF_AGENT_STACK_TRIE_H
-#define DDPROF_AGENT_STACK_TRIE_H
+#ifndef DDPROF_AGENT_STORE_TRIE_H
+#define DDPROF_AGENT_STORE_TRIE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

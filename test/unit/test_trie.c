@@ -1,5 +1,5 @@
 /*
- * test_stack_trie.c - unit tests of agent/store/stack_trie.c: the lock-free hash-trie.
+ * test_trie.c - unit tests of agent/store/trie.c: the lock-free hash-trie.
  *
  * Single-threaded: one stable node (pointer and id) per key, keys that differ in one
  * field only, foreach visiting every node once, reset, a deep trie of many stacks,
@@ -8,7 +8,7 @@
  * exact counters), and disjoint stacks (all found afterwards) while a reader walks the
  * trie (it must only see complete nodes).
  */
-#include "agent/store/stack_trie.h"
+#include "agent/store/trie.h"
 #include "common/hash.h"
 
 #include <check.h>
@@ -288,7 +288,7 @@ START_TEST(test_deep_trie_of_many_stacks_finds_every_stack)
 }
 END_TEST
 
-/* --- crafted collisions: a mirror of stack_trie.c's key_hash and its inverse --- */
+/* --- crafted collisions: a mirror of trie.c's key_hash and its inverse --- */
 
 /* Inverse of mix64: each xorshift undone by repeating it, each odd multiplier by its
  * inverse mod 2^64. */

@@ -1,5 +1,5 @@
 /*
- * stack_trie.c - lock-free append-only hash-trie of stacks (see stack_trie.h).
+ * trie.c - lock-free append-only hash-trie of stacks (see trie.h).
  *
  * This file is async-signal-safe: trie_put runs inside the sampling signal handler.
  * It calls nothing but region_alloc and C11 atomics.
@@ -9,7 +9,7 @@
  * the hash is exhausted and the walk keeps taking child 0: still correct, just a list,
  * and reached only by 4^32 colliding stacks.
  */
-#include "agent/store/stack_trie.h"
+#include "agent/store/trie.h"
 
 #include "common/fork_child.h"
 #include "common/hash.h"
@@ -38,7 +38,7 @@ static bool key_equal(const struct trie_node *node, uint64_t hash, uint32_t kind
 }
 
 /* async-signal-safe (plain stores): a fork child's first sample may set up its pair
- * (agent/store/profile.c). */
+ * (agent/store/profiles.c). */
 FORK_CHILD_PATH void trie_init(struct stack_trie *t, struct region *r)
 {
 	atomic_init(&t->root, NULL);

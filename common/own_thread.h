@@ -1,5 +1,6 @@
 /*
- * own_stack.h - the stacks of the profiler's own threads, mapped by us.
+ * own_thread.h - the profiler's own threads: their creation, their stacks (mapped by
+ * us), and how a thread knows it is one of them.
  *
  * Why not glibc's stack cache: a thread created with a cached stack gets the very
  * descriptor (the pthread_t value) of a thread that ended before. In a fork child,
@@ -15,10 +16,10 @@
  * (own_thread_is_self: the entry points and the sampler leave our threads alone).
  *
  * Context: normal context only (the thread that creates or joins). A fork child may
- * reuse the stack of a thread of ours that is not in it (own_stack_after_fork).
+ * reuse the stack of a thread of ours that is not in it (own_thread_stack_after_fork).
  */
-#ifndef DDPROF_OWN_STACK_H
-#define DDPROF_OWN_STACK_H
+#ifndef DDPROF_COMMON_OWN_THREAD_H
+#define DDPROF_COMMON_OWN_THREAD_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -33,10 +34,10 @@ struct own_stack {
 };
 
 /* Sets attr to run on s (mapped now, or reused when free). 0 or -errno. */
-int own_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes);
+int own_thread_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes);
 
 /* The thread on it was joined (or never started): the stack may serve again. */
-void own_stack_release(struct own_stack *s);
+void own_thread_stack_release(struct own_stack *s);
 
 /* libc's pthread_create, or one that behaves like it (never an application's wrapper,
  * which may take locks of its own). */
@@ -59,7 +60,7 @@ static inline bool own_thread_is_self(void)
 }
 
 /* Fork child: the thread that ran on it is not in this process. No system call. */
-static inline void own_stack_after_fork(struct own_stack *s)
+static inline void own_thread_stack_after_fork(struct own_stack *s)
 {
 	s->in_use = false;
 }

@@ -1,8 +1,8 @@
 /*
- * own_stack.c - stacks for the profiler's own threads (see own_stack.h for why).
+ * own_thread.c - stacks for the profiler's own threads (see own_thread.h for why).
  * Context: normal context; the creating or joining thread.
  */
-#include "own_stack.h"
+#include "own_thread.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 
 __thread bool own_thread_self __attribute__((tls_model("initial-exec")));
 
-int own_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes)
+int own_thread_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	bytes = (bytes + page - 1) & ~(page - 1);
@@ -45,7 +45,7 @@ int own_stack_attr(struct own_stack *s, pthread_attr_t *attr, size_t bytes)
 	return 0;
 }
 
-void own_stack_release(struct own_stack *s)
+void own_thread_stack_release(struct own_stack *s)
 {
 	s->in_use = false;
 }
@@ -64,7 +64,7 @@ int own_thread_create(struct own_stack *s, size_t bytes, own_thread_create_fn cr
 {
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	int rc = own_stack_attr(s, &attr, bytes);
+	int rc = own_thread_stack_attr(s, &attr, bytes);
 	if (rc != 0) {
 		pthread_attr_destroy(&attr);
 		return rc;
@@ -80,6 +80,6 @@ int own_thread_create(struct own_stack *s, size_t bytes, own_thread_create_fn cr
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc != 0)
-		own_stack_release(s);
+		own_thread_stack_release(s);
 	return -rc;
 }
