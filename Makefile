@@ -34,7 +34,7 @@ WORKLOAD_SPECIAL := test/workloads/early_thread.c test/workloads/libchurn.c \
 	test/workloads/omitfp_threads.c test/workloads/stop_at_exit.c \
 	test/workloads/libwrapcreate.c test/workloads/wrap_create.c \
 	test/workloads/liballoc_caller.c test/workloads/liballoc_slowreloc.c \
-	test/workloads/libctor_apply.c
+	test/workloads/libctor_apply.c test/workloads/alloc_nopie.c test/workloads/got_patch_shim.c
 WORKLOAD_SRCS := $(filter-out $(WORKLOAD_SPECIAL),$(wildcard test/workloads/*.c))
 WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%) \
 	$(BUILD)/workloads/omitfp_threads $(BUILD)/workloads/libchurn.so \
@@ -315,12 +315,25 @@ fuzz: $(FUZZ_BINS)
 # first patch); operator new and delete from C++ (-O0: no new/delete pair elided); a
 # library the loader takes long to relocate (4096 PLT slots after malloc's; -O0 -g0:
 # the fastest build of its 4096 functions, which the test does not time); a library
-# whose constructor calls back into the test (which patches from there).
+# whose constructor calls back into the test (which patches from there); a non-PIE
+# program with a canonical PLT entry for malloc, patched through got_patch.c built into
+# a library of its own (the patcher skips its own module).
 # -fno-optimize-sibling-calls: the suite counts calls by their return address.
 GOTFIX_CFLAGS := -shared -fPIC -O2 -g -fno-optimize-sibling-calls -Wall -Werror
 GOTFIX := $(BUILD)/workloads/liballoc_lazy.so $(BUILD)/workloads/liballoc_now.so \
 	$(BUILD)/workloads/liballoc_late.so $(BUILD)/workloads/libcxx_caller.so \
-	$(BUILD)/workloads/liballoc_slowreloc.so $(BUILD)/workloads/libctor_apply.so
+	$(BUILD)/workloads/liballoc_slowreloc.so $(BUILD)/workloads/libctor_apply.so \
+	$(BUILD)/workloads/alloc_nopie
+GOT_SHIM_SRCS := test/workloads/got_patch_shim.c agent/alloc/got_patch.c agent/alloc/got_image.c \
+	common/dl_guard.c
+$(BUILD)/workloads/libgot_patch_shim.so: $(GOT_SHIM_SRCS) $(wildcard agent/alloc/*.h common/*.h)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(LIB_CFLAGS) -shared $(GOT_SHIM_SRCS) -o $@ $(LIB_LDLIBS)
+$(BUILD)/workloads/alloc_nopie: test/workloads/alloc_nopie.c $(BUILD)/workloads/libgot_patch_shim.so
+	@echo "  CC      $@"
+	@$(CC) -O2 -g -fno-builtin -no-pie -fno-pie -Wall -Werror -I. $< -o $@ \
+		-L$(BUILD)/workloads -lgot_patch_shim -Wl,-rpath,'$$ORIGIN'
 $(BUILD)/workloads/libctor_apply.so: test/workloads/libctor_apply.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"

@@ -138,6 +138,7 @@ static bool place(const struct got_image *im, uint64_t v, uint64_t len, size_t a
 struct dyn_tags {
 	uint32_t seen;
 	uint64_t strtab, strsz, symtab, syment, rela, relasz, relaent, jmprel, pltrelsz, pltrel;
+	uint64_t gnu_hash, versym;
 };
 
 enum {
@@ -150,7 +151,9 @@ enum {
 	T_RELAENT,
 	T_JMPREL,
 	T_PLTRELSZ,
-	T_PLTREL
+	T_PLTREL,
+	T_GNU_HASH,
+	T_VERSYM
 };
 
 #define HAS(t, bit) (((t)->seen >> (bit)) & 1)
@@ -172,6 +175,8 @@ static void note_tag(struct dyn_tags *t, const Elf64_Dyn *e)
 	    {DT_JMPREL, T_JMPREL, offsetof(struct dyn_tags, jmprel)},
 	    {DT_PLTRELSZ, T_PLTRELSZ, offsetof(struct dyn_tags, pltrelsz)},
 	    {DT_PLTREL, T_PLTREL, offsetof(struct dyn_tags, pltrel)},
+	    {DT_GNU_HASH, T_GNU_HASH, offsetof(struct dyn_tags, gnu_hash)},
+	    {DT_VERSYM, T_VERSYM, offsetof(struct dyn_tags, versym)},
 	};
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
 		/* A repeated tag is refused (read_dynamic): which one a loader keeps is
@@ -196,6 +201,30 @@ static bool place_relocs(const struct got_image *im, uint64_t v, uint64_t size,
 	*out = (const Elf64_Rela *)at;
 	*n = size / sizeof(Elf64_Rela);
 	return true;
+}
+
+/* DT_GNU_HASH's fixed part: header (bucket count, first hashed symbol, bloom words,
+ * bloom shift), bloom filter, buckets. The chain after them has one entry per hashed
+ * symbol, a count the table does not give: each entry is checked when read. */
+static int read_gnu_hash(struct got_image *im, uint64_t v)
+{
+	uintptr_t at;
+	if (!place(im, v, 4 * sizeof(uint32_t), _Alignof(uint64_t), &at, NULL))
+		return -EINVAL;
+	const uint32_t *h = (const uint32_t *)at;
+	uint64_t bytes = 4 * sizeof(uint32_t) + (uint64_t)h[2] * sizeof(uint64_t) +
+			 (uint64_t)h[0] * sizeof(uint32_t);
+	/* A shift of 32 or more would shift a 32-bit hash out of range. */
+	if (h[0] == 0 || h[2] == 0 || h[3] >= 32 || !in_load(im, at, bytes, PF_R, NULL))
+		return -EINVAL;
+	im->gnu_nbuckets = h[0];
+	im->gnu_symoffset = h[1];
+	im->gnu_bloom_size = h[2];
+	im->gnu_bloom_shift = h[3];
+	im->gnu_bloom = (const uint64_t *)(h + 4);
+	im->gnu_buckets = (const uint32_t *)(im->gnu_bloom + h[2]);
+	im->gnu_chain = (uintptr_t)(im->gnu_buckets + h[0]);
+	return 0;
 }
 
 int got_image_read_dynamic(struct got_image *im)
@@ -241,6 +270,14 @@ int got_image_read_dynamic(struct got_image *im)
 		return -EINVAL;
 	if ((im->nrela || im->njmprel) && (!im->symtab || !im->strtab))
 		return -EINVAL;
+	if (HAS(&t, T_GNU_HASH) && read_gnu_hash(im, t.gnu_hash) != 0)
+		return -EINVAL;
+	if (HAS(&t, T_VERSYM)) {
+		uintptr_t at;
+		if (!place(im, t.versym, sizeof(uint16_t), _Alignof(uint16_t), &at, NULL))
+			return -EINVAL;
+		im->versym = at;
+	}
 	return 0;
 }
 
@@ -250,6 +287,60 @@ int got_image_parse(uintptr_t base, const Elf64_Phdr *phdr, size_t phnum, struct
 	if (rc == 0)
 		rc = got_image_read_dynamic(out);
 	return rc;
+}
+
+/* ---------------------------------------------------------------- looking up */
+
+/* Whether symbol i's name is name (len bytes and its NUL inside the string table). */
+static bool name_is(const struct got_image *im, const Elf64_Sym *s, const char *name, size_t len)
+{
+	return s->st_name < im->strsz && len < im->strsz - s->st_name &&
+	       im->strtab[s->st_name + len] == 0 && memcmp(im->strtab + s->st_name, name, len) == 0;
+}
+
+/* A function defined here, in its default version (a hidden version, 0x8000 in
+ * DT_VERSYM, is an older one kept for old binaries: not what a lookup binds to). */
+static bool defined_function(const struct got_image *im, const Elf64_Sym *s, size_t i)
+{
+	if (s->st_shndx == SHN_UNDEF || s->st_value == 0 || ELF64_ST_TYPE(s->st_info) != STT_FUNC)
+		return false;
+	if (!im->versym)
+		return true;
+	uintptr_t at = im->versym + i * sizeof(uint16_t);
+	return in_load(im, at, sizeof(uint16_t), PF_R, NULL) &&
+	       (*(const uint16_t *)at & 0x8000) == 0;
+}
+
+const Elf64_Sym *got_image_lookup(const struct got_image *im, const char *name)
+{
+	if (!im->gnu_buckets || !im->symtab || !im->strtab)
+		return NULL;
+	uint32_t h = 5381; /* the GNU hash: h * 33 + c */
+	size_t len = 0;
+	for (; name[len]; len++)
+		h = h * 33 + (unsigned char)name[len];
+	/* The bloom filter: two bits per name, in a 64-bit word. */
+	uint64_t word = im->gnu_bloom[(h / 64) % im->gnu_bloom_size];
+	uint64_t bits = (1ULL << (h % 64)) | (1ULL << ((h >> im->gnu_bloom_shift) % 64));
+	if ((word & bits) != bits)
+		return NULL;
+	/* The bucket's chain: consecutive symbols, hashes with the low bit replaced by
+	 * "last of the chain". */
+	for (uint64_t i = im->gnu_buckets[h % im->gnu_nbuckets];
+	     i >= im->gnu_symoffset && i < im->nsyms; i++) {
+		uintptr_t at;
+		if (!add_base(im->gnu_chain, (i - im->gnu_symoffset) * sizeof(uint32_t), &at) ||
+		    !in_load(im, at, sizeof(uint32_t), PF_R, NULL))
+			return NULL;
+		uint32_t chain = *(const uint32_t *)at;
+		const Elf64_Sym *s = &im->symtab[i];
+		if ((chain | 1) == (h | 1) && name_is(im, s, name, len) &&
+		    defined_function(im, s, i))
+			return s;
+		if (chain & 1)
+			break;
+	}
+	return NULL;
 }
 
 /* ---------------------------------------------------------------- finding slots */

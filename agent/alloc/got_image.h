@@ -1,6 +1,7 @@
 /*
  * got_image.h - what a loaded module's program headers and dynamic section say about
- * its GOT: the slots its JUMP_SLOT and GLOB_DAT relocations name, found by symbol name.
+ * its GOT: the slots its JUMP_SLOT and GLOB_DAT relocations name, found by symbol name;
+ * and where it defines a function of a given name (its GNU hash table).
  *
  * Owns: nothing but the reading. Everything is read from the module in memory (the
  * image the loader mapped, not its file), and every pointer, size and index is checked
@@ -48,6 +49,13 @@ struct got_image {
 	size_t nrela;
 	const Elf64_Rela *jmprel; /* DT_JMPREL: JUMP_SLOT */
 	size_t njmprel;
+	/* DT_GNU_HASH (got_image_lookup), NULL when absent: its header, bloom filter and
+	 * buckets checked in bounds; each chain entry is, when read. */
+	const uint32_t *gnu_buckets;
+	const uint64_t *gnu_bloom;
+	uintptr_t gnu_chain; /* the chain entry of symbol gnu_symoffset */
+	uint32_t gnu_nbuckets, gnu_symoffset, gnu_bloom_size, gnu_bloom_shift;
+	uintptr_t versym; /* DT_VERSYM (uint16_t per symbol), 0 when absent */
 };
 
 /* Reads a module: base and its program headers as dl_iterate_phdr gives them
@@ -68,6 +76,11 @@ int got_image_read_dynamic(struct got_image *im);
 bool got_image_contains(const struct got_image *im, uintptr_t addr, uint64_t len, uint32_t flags);
 /* Whether addr is on a page the loader made read-only (RELRO). */
 bool got_image_in_relro(const struct got_image *im, uintptr_t addr);
+
+/* The function name defines (STT_FUNC, in a section, the default version when the
+ * module has versions), found through DT_GNU_HASH; NULL when there is none (or no
+ * hash table). Its address is im->base + st_value. */
+const Elf64_Sym *got_image_lookup(const struct got_image *im, const char *name);
 
 /* One slot a relocation names. */
 struct got_image_slot {

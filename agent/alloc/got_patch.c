@@ -124,6 +124,7 @@ enum {
 	ST_SLOTS_ALREADY,
 	ST_SLOTS_FOREIGN,
 	ST_SLOTS_RESTORED,
+	ST_PAST_PLT,
 	ST_SKIP_SELF,
 	ST_SKIP_VDSO,
 	ST_SKIP_LOADER,
@@ -499,6 +500,61 @@ static void init_walk(struct walk *w, struct got_patch_entry *table, size_t n)
 	w->first = true;
 }
 
+/*
+ * Originals that dlsym answered with the executable's canonical PLT entry, corrected.
+ * A non-PIE program that takes a function's address in its code gets an entry in its
+ * own PLT that stands for the function everywhere (an undefined symbol with a value),
+ * and a lookup may return it. A hook calling it would jump through the program's own
+ * slot, patched to the hook. The original is then the definition behind it: the first
+ * module after the program that defines the name, in dl_iterate_phdr's order (the
+ * global scope's: LD_PRELOAD libraries, then dependencies), found through its GNU hash
+ * table. Where none is found, the entry stays and the program's own slot is left alone
+ * (failed_plt): no hook ever calls itself.
+ */
+struct resolve {
+	const struct walk *w;
+	void **cand;	   /* in: dlsym's answers; out: corrected */
+	const bool *fresh; /* names without an original yet: the only ones changed */
+	bool canonical[GOT_PATCH_MAX_SYMBOLS];
+	bool first;
+};
+
+static int resolve_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct resolve *r = arg;
+	(void)size;
+	bool first = r->first;
+	r->first = false;
+	struct got_image im;
+	if ((!first && classify(info, r->w) != MOD_PATCH) ||
+	    got_image_parse(info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum, &im) != 0)
+		return first; /* an unreadable program: nothing to correct */
+	bool pending = false;
+	if (first) {
+		size_t bad, n = got_image_find_slots(&im, r->w->names, r->w->n, store->found,
+						     MAX_MODULE_SLOTS, &bad);
+		for (size_t i = 0; i < n && i < MAX_MODULE_SLOTS; i++) {
+			const struct got_image_slot *s = &store->found[i];
+			if (r->fresh[s->entry] && s->plt && s->plt == (uintptr_t)r->cand[s->entry])
+				r->canonical[s->entry] = pending = true;
+		}
+		return !pending;
+	}
+	for (size_t e = 0; e < r->w->n; e++) {
+		if (!r->canonical[e])
+			continue;
+		const Elf64_Sym *sym = got_image_lookup(&im, r->w->names[e]);
+		if (sym) {
+			r->cand[e] = (void *)(im.base + sym->st_value);
+			r->canonical[e] = false;
+			count(ST_PAST_PLT, 1);
+		} else {
+			pending = true;
+		}
+	}
+	return !pending;
+}
+
 /* One walk, under walk_lock. resolved: dlsym's answers, looked up before the lock. */
 static int walk_locked(struct got_patch_entry *table, size_t n, void *const *resolved,
 		       unsigned long long adds)
@@ -507,16 +563,27 @@ static int walk_locked(struct got_patch_entry *table, size_t n, void *const *res
 		return -EBUSY;
 	if (map_store() != 0)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		/* Set once, before any slot points at the hook (store_slot's release). */
-		if (!*table[i].original)
-			*table[i].original = resolved[i];
-		if (!*table[i].original)
-			count(ST_FAIL_SYMBOL, 1);
-	}
 	struct walk w;
 	init_walk(&w, table, n);
 	w.adds = adds;
+	void *cand[GOT_PATCH_MAX_SYMBOLS];
+	bool fresh[GOT_PATCH_MAX_SYMBOLS], any = false;
+	for (size_t i = 0; i < n; i++) {
+		cand[i] = resolved[i];
+		fresh[i] = !*table[i].original && resolved[i];
+		any |= fresh[i];
+	}
+	if (any) {
+		struct resolve r = {.w = &w, .cand = cand, .fresh = fresh, .first = true};
+		dl_iterate_phdr(resolve_cb, &r);
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* Set once, before any slot points at the hook (store_slot's release). */
+		if (fresh[i])
+			*table[i].original = cand[i];
+		if (!*table[i].original)
+			count(ST_FAIL_SYMBOL, 1);
+	}
 	dl_iterate_phdr(walk_cb, &w);
 	if (w.err || w.busy)
 		return w.err ? w.err : -EAGAIN;
@@ -635,6 +702,7 @@ void got_patch_get_stats(struct got_patch_stats *out)
 	    .slots_already = GET(ST_SLOTS_ALREADY),
 	    .slots_foreign = GET(ST_SLOTS_FOREIGN),
 	    .slots_restored = GET(ST_SLOTS_RESTORED),
+	    .originals_past_plt = GET(ST_PAST_PLT),
 	    .skipped_self = GET(ST_SKIP_SELF),
 	    .skipped_vdso = GET(ST_SKIP_VDSO),
 	    .skipped_loader = GET(ST_SKIP_LOADER),

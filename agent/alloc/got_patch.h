@@ -79,9 +79,10 @@ struct got_patch_entry {
 	const char *name;  /* the symbol, "malloc" */
 	void *replacement; /* what the slots get: the hook */
 	/* Where got_patch_apply stores the function the hook must call: dlsym(RTLD_DEFAULT,
-	 * name), set before any slot points at the hook, never changed or cleared after
-	 * (a hook running while got_patch_restore puts the slots back still calls it).
-	 * Left NULL, and no slot patched, when the name cannot be resolved. */
+	 * name) (or, when that is a non-PIE program's canonical PLT entry for it, the
+	 * definition behind it), set before any slot points at the hook, never changed or
+	 * cleared after (a hook running while got_patch_restore puts the slots back still
+	 * calls it). Left NULL, and no slot patched, when the name cannot be resolved. */
 	void **original;
 };
 
@@ -113,6 +114,8 @@ struct got_patch_stats {
 	uint64_t slots_already; /* held the replacement: left alone */
 	uint64_t slots_foreign; /* bound to another definition: left alone */
 	uint64_t slots_restored;
+	uint64_t originals_past_plt; /* dlsym gave the program's canonical PLT entry: the
+					definition behind it used instead */
 	uint64_t skipped_self;	     /* the module holding this code */
 	uint64_t skipped_vdso;	     /* the kernel's vdso */
 	uint64_t skipped_loader;     /* ld.so */

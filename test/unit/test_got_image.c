@@ -7,17 +7,41 @@
  * with its d_ptr values relative or absolute, yields exactly the slots its relocations
  * name; every kind of out-of-range or unusual value in the program headers or the
  * dynamic section is refused (-EINVAL); relocations naming a symbol, a name or a slot
- * out of bounds are counted as bad and never followed. Real modules: test_got_patch.c.
+ * out of bounds are counted as bad and never followed; the GNU hash lookup finds only
+ * defined functions in their default version, and stays inside a bad table. On libc in
+ * memory, the lookup agrees with dlsym. Real modules: test_got_patch.c.
  */
 #include "agent/alloc/got_image.h"
 
 #include <check.h>
 
 #include "test/unit/check_run.h"
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
+
+struct lm_find {
+	const char *name;
+	struct dl_phdr_info info;
+	bool found;
+};
+
+/* The module whose name ends with f->name. */
+static int find_by_name(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct lm_find *f = arg;
+	(void)size;
+	size_t n = strlen(info->dlpi_name), m = strlen(f->name);
+	if (n >= m && strcmp(info->dlpi_name + n - m, f->name) == 0) {
+		f->info = *info;
+		f->found = true;
+		return 1;
+	}
+	return 0;
+}
 
 /*
  * A module in one malloc'd buffer of IMG_SIZE bytes (base = its address):
@@ -25,9 +49,10 @@
  *                      PT_GNU_RELRO covers it
  *   [RW_END, IMG_SIZE) PF_R: symbols at SYM_OFF, RELA at RELA_OFF, JMPREL at
  *                      JMPREL_OFF, and the strings last, ending with the buffer
- * Symbols: 1 malloc, 2 free, 3 other, 4 calloc (undefined with a value: a canonical
- * PLT entry at PLT_OFF). GLOB_DAT: free, other, calloc; JUMP_SLOT: malloc. The strings
- * end with "tail", without its NUL, at the end of the buffer.
+ * Symbols: 1 malloc, 2 free, 3 other (a function defined here), 4 calloc (undefined
+ * with a value: a canonical PLT entry at PLT_OFF). GLOB_DAT: free, other, calloc;
+ * JUMP_SLOT: malloc. A GNU hash table and versions for the symbols. The strings end
+ * with "tail", without its NUL, at the end of the buffer.
  */
 #define IMG_SIZE 2048
 #define RW_END 1024
@@ -35,11 +60,13 @@
 #define SYM_OFF 1024
 #define RELA_OFF 1280
 #define JMPREL_OFF 1408
+#define HASH_OFF 1536	/* DT_GNU_HASH: 1 bucket, symbols 1 to 4 in one chain */
+#define VERSYM_OFF 1600 /* DT_VERSYM: 5 entries */
 #define PLT_OFF 0x10
 static const char strings[] = "\0malloc\0free\0other\0calloc\0tail"; /* "tail": no NUL */
 #define STR_SIZE (sizeof(strings) - 1)
 #define STR_OFF (IMG_SIZE - STR_SIZE)
-enum { NDYN = 12 };
+enum { NDYN = 14 };
 
 struct image {
 	unsigned char *mem;
@@ -47,6 +74,37 @@ struct image {
 	size_t phnum;
 	Elf64_Dyn *dyn;
 };
+
+/* The GNU hash of a name (h * 33 + c, from 5381). */
+static uint32_t gnu_hash_of(const char *name)
+{
+	uint32_t h = 5381;
+	for (; *name; name++)
+		h = h * 33 + (unsigned char)*name;
+	return h;
+}
+
+#define BLOOM_SHIFT 6
+static void hash_build(unsigned char *mem)
+{
+	static const char *const names[] = {"malloc", "free", "other", "calloc"};
+	uint32_t *h = (uint32_t *)(mem + HASH_OFF);
+	h[0] = 1;	    /* buckets */
+	h[1] = 1;	    /* first hashed symbol */
+	h[2] = 1;	    /* bloom words */
+	h[3] = BLOOM_SHIFT; /* bloom shift */
+	uint64_t *bloom = (uint64_t *)(h + 4);
+	uint32_t *buckets = (uint32_t *)(bloom + 1), *chain = buckets + 1;
+	buckets[0] = 1;
+	for (int i = 0; i < 4; i++) {
+		uint32_t hv = gnu_hash_of(names[i]);
+		*bloom |= (1ULL << (hv % 64)) | (1ULL << ((hv >> BLOOM_SHIFT) % 64));
+		chain[i] = (hv & ~1u) | (i == 3);
+	}
+	uint16_t *versym = (uint16_t *)(mem + VERSYM_OFF);
+	for (int i = 1; i < 5; i++)
+		versym[i] = 2;
+}
 
 static Elf64_Rela rela_of(uint64_t off, uint32_t sym, uint32_t type)
 {
@@ -62,10 +120,13 @@ static void image_build(struct image *im, bool absolute)
 	uintptr_t base = (uintptr_t)im->mem, add = absolute ? base : 0;
 	memcpy(im->mem + STR_OFF, strings, STR_SIZE);
 	Elf64_Sym *sym = (Elf64_Sym *)(im->mem + SYM_OFF);
-	sym[1] = (Elf64_Sym){.st_name = 1};				    /* malloc */
-	sym[2] = (Elf64_Sym){.st_name = 8};				    /* free */
-	sym[3] = (Elf64_Sym){.st_name = 13, .st_shndx = 1, .st_value = 64}; /* other */
-	sym[4] = (Elf64_Sym){.st_name = 19, .st_value = PLT_OFF};	    /* calloc */
+	sym[1] = (Elf64_Sym){.st_name = 1}; /* malloc */
+	sym[2] = (Elf64_Sym){.st_name = 8}; /* free */
+	sym[3] = (Elf64_Sym){.st_name = 13, /* other */
+			     .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
+			     .st_shndx = 1,
+			     .st_value = 64};
+	sym[4] = (Elf64_Sym){.st_name = 19, .st_value = PLT_OFF}; /* calloc */
 	Elf64_Rela *rela = (Elf64_Rela *)(im->mem + RELA_OFF);
 	rela[0] = rela_of(GOT_OFF, 2, R_X86_64_GLOB_DAT);
 	rela[1] = rela_of(GOT_OFF + 8, 3, R_X86_64_GLOB_DAT);
@@ -85,10 +146,13 @@ static void image_build(struct image *im, bool absolute)
 	    {DT_JMPREL, {add + JMPREL_OFF}},
 	    {DT_PLTRELSZ, {sizeof(Elf64_Rela)}},
 	    {DT_PLTREL, {DT_RELA}},
+	    {DT_GNU_HASH, {add + HASH_OFF}},
+	    {DT_VERSYM, {add + VERSYM_OFF}},
 	    {DT_NULL, {0}},
 	    {DT_NULL, {0}},
 	};
 	memcpy(im->dyn, d, sizeof(d));
+	hash_build(im->mem);
 	im->ph[0] = (Elf64_Phdr){
 	    .p_type = PT_LOAD, .p_flags = PF_R | PF_W, .p_vaddr = 0, .p_memsz = RW_END};
 	im->ph[1] = (Elf64_Phdr){
@@ -180,6 +244,12 @@ MUT(pltrelsz_missing, dyn_entry(im, DT_PLTRELSZ)->d_tag = DT_DEBUG)
 MUT(jmprel_past_end, dyn_entry(im, DT_JMPREL)->d_un.d_ptr += IMG_SIZE - JMPREL_OFF - 8)
 MUT(strtab_repeated, dyn_entry(im, DT_RELAENT)->d_tag = DT_STRTAB)
 MUT(symtab_missing, dyn_entry(im, DT_SYMTAB)->d_tag = DT_DEBUG)
+MUT(gnu_hash_outside, dyn_entry(im, DT_GNU_HASH)->d_un.d_ptr += IMG_SIZE)
+MUT(gnu_hash_buckets_huge, ((uint32_t *)(im->mem + HASH_OFF))[0] = 1u << 30)
+MUT(gnu_hash_bloom_huge, ((uint32_t *)(im->mem + HASH_OFF))[2] = 1u << 30)
+MUT(gnu_hash_no_buckets, ((uint32_t *)(im->mem + HASH_OFF))[0] = 0)
+MUT(gnu_hash_shift_32, ((uint32_t *)(im->mem + HASH_OFF))[3] = 32)
+MUT(versym_outside, dyn_entry(im, DT_VERSYM)->d_un.d_ptr -= 1ULL << 40)
 MUT(dynamic_outside, im->ph[2].p_vaddr = IMG_SIZE)
 MUT(dynamic_straddles, im->ph[2].p_vaddr = RW_END - 8)
 MUT(dynamic_too_small, im->ph[2].p_memsz = 8)
@@ -207,6 +277,12 @@ static const struct mutation mutations[] = {
     {"DT_JMPREL past the end", jmprel_past_end, -EINVAL},
     {"DT_STRTAB twice", strtab_repeated, -EINVAL},
     {"relocations without DT_SYMTAB", symtab_missing, -EINVAL},
+    {"DT_GNU_HASH outside", gnu_hash_outside, -EINVAL},
+    {"DT_GNU_HASH buckets past the end", gnu_hash_buckets_huge, -EINVAL},
+    {"DT_GNU_HASH bloom past the end", gnu_hash_bloom_huge, -EINVAL},
+    {"DT_GNU_HASH without buckets", gnu_hash_no_buckets, -EINVAL},
+    {"DT_GNU_HASH bloom shift 32", gnu_hash_shift_32, -EINVAL},
+    {"DT_VERSYM outside", versym_outside, -EINVAL},
     {"PT_DYNAMIC outside the segments", dynamic_outside, -EINVAL},
     {"PT_DYNAMIC across two segments", dynamic_straddles, -EINVAL},
     {"PT_DYNAMIC smaller than an entry", dynamic_too_small, -EINVAL},
@@ -297,6 +373,87 @@ START_TEST(bad_relocations_are_counted_not_followed)
 }
 END_TEST
 
+START_TEST(lookup_finds_defined_functions_only)
+{
+	for (int absolute = 0; absolute <= 1; absolute++) {
+		struct image im;
+		image_build(&im, absolute);
+		struct got_image d;
+		ck_assert_int_eq(image_parse(&im, &d), 0);
+		const Elf64_Sym *sym = (const Elf64_Sym *)(im.mem + SYM_OFF);
+		ck_assert_ptr_eq(got_image_lookup(&d, "other"), &sym[3]);
+		ck_assert_ptr_null(got_image_lookup(&d, "malloc")); /* undefined here */
+		ck_assert_ptr_null(got_image_lookup(&d, "calloc")); /* a canonical PLT entry */
+		ck_assert_ptr_null(got_image_lookup(&d, "othe"));
+		ck_assert_ptr_null(got_image_lookup(&d, "nowhere"));
+		/* A hidden (non-default) version is not what a lookup binds to. */
+		((uint16_t *)(im.mem + VERSYM_OFF))[3] = 0x8002;
+		ck_assert_ptr_null(got_image_lookup(&d, "other"));
+		free(im.mem);
+	}
+}
+END_TEST
+
+/* Chains that point past the symbols or never end stop at the bounds (ASan: nothing is
+ * read past the buffer). */
+START_TEST(lookup_stays_inside_a_bad_hash_table)
+{
+	struct image im;
+	image_build(&im, true);
+	struct got_image d;
+	ck_assert_int_eq(image_parse(&im, &d), 0);
+	uint32_t *h = (uint32_t *)(im.mem + HASH_OFF);
+	uint32_t *buckets = h + 4 + 2, *chain = buckets + 1;
+	buckets[0] = 1000; /* past the symbols */
+	ck_assert_ptr_null(got_image_lookup(&d, "other"));
+	buckets[0] = 1;
+	for (int i = 0; i < 4; i++)
+		chain[i] = 0; /* no end mark: the walk goes on through whatever follows */
+	ck_assert_ptr_null(got_image_lookup(&d, "other"));
+	free(im.mem);
+	/* A table whose buckets end the buffer: its chain would start past the end. */
+	image_build(&im, true);
+	uint32_t *last = (uint32_t *)(im.mem + IMG_SIZE - 32);
+	last[0] = 2;		   /* buckets */
+	last[1] = 1;		   /* first hashed symbol */
+	last[2] = 1;		   /* bloom words */
+	last[3] = BLOOM_SHIFT;	   /* bloom shift */
+	memset(last + 4, 0xff, 8); /* a bloom filter that lets every name through */
+	last[6] = last[7] = 1;	   /* buckets: symbol 1 */
+	dyn_entry(&im, DT_GNU_HASH)->d_un.d_ptr = (uintptr_t)last;
+	ck_assert_int_eq(image_parse(&im, &d), 0);
+	ck_assert_uint_eq(d.gnu_chain, (uintptr_t)im.mem + IMG_SIZE);
+	ck_assert_ptr_null(got_image_lookup(&d, "other"));
+	free(im.mem);
+}
+END_TEST
+
+/* On libc in memory: the lookup agrees with the loader's, the default version of a
+ * versioned name included (realpath has an older one), and finds nothing for a name
+ * libc does not define. */
+START_TEST(lookup_in_libc_agrees_with_dlsym)
+{
+	void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	ck_assert_ptr_nonnull(libc);
+	struct lm_find f = {.name = "libc.so.6"};
+	dl_iterate_phdr(find_by_name, &f);
+	ck_assert(f.found);
+	struct got_image d;
+	ck_assert_int_eq(got_image_parse(f.info.dlpi_addr, f.info.dlpi_phdr, f.info.dlpi_phnum, &d),
+			 0);
+	static const char *const names[] = {"malloc", "free", "posix_memalign", "realpath"};
+	for (size_t i = 0; i < 4; i++) {
+		const Elf64_Sym *s = got_image_lookup(&d, names[i]);
+		ck_assert_msg(s, "%s not found", names[i]);
+		ck_assert_msg((void *)(d.base + s->st_value) == dlsym(libc, names[i]),
+			      "%s: %p, dlsym %p", names[i], (void *)(d.base + s->st_value),
+			      dlsym(libc, names[i]));
+	}
+	ck_assert_ptr_null(got_image_lookup(&d, "ddprof_test_no_such_function"));
+	dlclose(libc);
+}
+END_TEST
+
 static Suite *got_image_suite(void)
 {
 	Suite *s = suite_create("got_image");
@@ -306,6 +463,9 @@ static Suite *got_image_suite(void)
 	tcase_add_test(tc, too_many_segments_are_refused);
 	tcase_add_test(tc, dynamic_section_without_terminator_is_read_to_its_end);
 	tcase_add_test(tc, bad_relocations_are_counted_not_followed);
+	tcase_add_test(tc, lookup_finds_defined_functions_only);
+	tcase_add_test(tc, lookup_stays_inside_a_bad_hash_table);
+	tcase_add_test(tc, lookup_in_libc_agrees_with_dlsym);
 	suite_add_tcase(s, tc);
 	return s;
 }

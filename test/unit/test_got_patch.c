@@ -8,10 +8,10 @@
  * (full RELRO), liballoc_late.so (full RELRO, malloc through a JUMP_SLOT, loaded after
  * a first patch), libcxx_caller.so (operator new and delete), liballoc_slowreloc.so
  * (long to relocate: loaded in a loop during walks), libctor_apply.so (patches from
- * its constructor). This program is the module holding got_patch's code, which is
- * never patched: its own calls are never counted. Every test restores the slots (the
- * fixture's teardown too) and unloads what it loaded, forked by Check or not. The
- * module reader on synthetic images: test_got_image.c.
+ * its constructor); alloc_nopie (a non-PIE program, run as a child). This program is the module
+ * holding got_patch's code, which is never patched: its own calls are never counted. Every test
+ * restores the slots (the fixture's teardown too) and unloads what it loaded, forked by Check or
+ * not. The module reader on synthetic images: test_got_image.c.
  */
 #include "agent/alloc/got_patch.h"
 #include "agent/alloc/got_image.h"
@@ -522,6 +522,25 @@ START_TEST(cxx_new_and_delete_are_seen_through_libstdcxx)
 }
 END_TEST
 
+/* A non-PIE program with a canonical PLT entry for malloc (alloc_nopie.c, patched
+ * through got_patch.c in a library of its own): the hooks call malloc, not the entry,
+ * and its calls through the PLT, the taken address and libc's strdup are all counted.
+ * On glibc 2.36 dlsym answers with the entry: the correction is exercised. */
+START_TEST(canonical_plt_entry_of_a_non_pie_program_is_not_the_original)
+{
+	char cmd[4200], out[1024] = "";
+	snprintf(cmd, sizeof(cmd), "%s 2>&1", lib_path("alloc_nopie"));
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = 0;
+	int status = pclose(p);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "alloc_nopie failed: %s", out);
+	ck_assert_msg(strstr(out, "originals_past_plt 1,"),
+		      "dlsym did not answer with the canonical entry: %s", out);
+}
+END_TEST
+
 START_TEST(bad_tables_are_refused_and_one_table_at_a_time)
 {
 	ck_assert_int_eq(got_patch_apply(NULL, 1), -EINVAL);
@@ -744,6 +763,7 @@ static Suite *got_patch_suite(void)
 	tcase_add_test(tc, library_loaded_later_is_patched_by_the_next_apply_only);
 	tcase_add_test(tc, unloaded_library_is_forgotten_and_its_reload_patched);
 	tcase_add_test(tc, cxx_new_and_delete_are_seen_through_libstdcxx);
+	tcase_add_test(tc, canonical_plt_entry_of_a_non_pie_program_is_not_the_original);
 	tcase_add_test(tc, bad_tables_are_refused_and_one_table_at_a_time);
 	tcase_add_test(tc, calls_stay_correct_while_slots_are_rewritten);
 	tcase_add_test(tc, walks_during_dlopen_and_dlclose_are_safe);
