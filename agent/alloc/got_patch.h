@@ -94,8 +94,8 @@ struct got_patch_entry {
  * it returns at once. A slot that holds the replacement already is left alone.
  * Returns 0; -EINVAL (a bad table: n 0 or over GOT_PATCH_MAX_SYMBOLS, a NULL field);
  * -EBUSY (another table is applied: restore it first); -ENOMEM (no memory for the
- * records); -EAGAIN (libraries kept being loaded during the call; what was walked
- * stays patched, the rest is for the next call).
+ * records); -EAGAIN (libraries kept being loaded during the call: a walk that sees a
+ * load begin is dropped before it patches anything, and the next call does it).
  */
 int got_patch_apply(struct got_patch_entry *table, size_t n);
 
