@@ -32,7 +32,9 @@ TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # Built with their own flags below: shared objects, and code without frame pointers.
 WORKLOAD_SPECIAL := test/workloads/early_thread.c test/workloads/libchurn.c \
 	test/workloads/omitfp_threads.c test/workloads/stop_at_exit.c \
-	test/workloads/libwrapcreate.c test/workloads/wrap_create.c
+	test/workloads/libwrapcreate.c test/workloads/wrap_create.c \
+	test/workloads/liballoc_caller.c test/workloads/liballoc_slowreloc.c \
+	test/workloads/libctor_apply.c test/workloads/alloc_nopie.c test/workloads/got_patch_shim.c
 WORKLOAD_SRCS := $(filter-out $(WORKLOAD_SPECIAL),$(wildcard test/workloads/*.c))
 WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%) \
 	$(BUILD)/workloads/omitfp_threads $(BUILD)/workloads/libchurn.so \
@@ -306,6 +308,57 @@ fuzz: $(FUZZ_BINS)
 	@bash scripts/run-fuzz $(FUZZ_SECONDS) $(FUZZ_BINS)
 
 # ---------------------------------------------------------------- end of sanitizer builds
+
+# test_got_patch's libraries (both builds of the suite load them from build/workloads):
+# the allocation functions called through the library's own GOT, with lazy binding,
+# with full RELRO, and with full RELRO again, malloc through a JUMP_SLOT (loaded after a
+# first patch); operator new and delete from C++ (-O0: no new/delete pair elided); a
+# library the loader takes long to relocate (4096 PLT slots after malloc's; -O0 -g0:
+# the fastest build of its 4096 functions, which the test does not time); a library
+# whose constructor calls back into the test (which patches from there); a non-PIE
+# program with a canonical PLT entry for malloc, patched through got_patch.c built into
+# a library of its own (the patcher skips its own module).
+# -fno-optimize-sibling-calls: the suite counts calls by their return address.
+GOTFIX_CFLAGS := -shared -fPIC -O2 -g -fno-optimize-sibling-calls -Wall -Werror
+GOTFIX := $(BUILD)/workloads/liballoc_lazy.so $(BUILD)/workloads/liballoc_now.so \
+	$(BUILD)/workloads/liballoc_late.so $(BUILD)/workloads/libcxx_caller.so \
+	$(BUILD)/workloads/liballoc_slowreloc.so $(BUILD)/workloads/libctor_apply.so \
+	$(BUILD)/workloads/alloc_nopie
+GOT_SHIM_SRCS := test/workloads/got_patch_shim.c agent/alloc/got_patch.c agent/alloc/got_image.c \
+	common/dl_guard.c
+$(BUILD)/workloads/libgot_patch_shim.so: $(GOT_SHIM_SRCS) $(wildcard agent/alloc/*.h common/*.h)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(LIB_CFLAGS) -shared $(GOT_SHIM_SRCS) -o $@ $(LIB_LDLIBS)
+$(BUILD)/workloads/alloc_nopie: test/workloads/alloc_nopie.c $(BUILD)/workloads/libgot_patch_shim.so
+	@echo "  CC      $@"
+	@$(CC) -O2 -g -fno-builtin -no-pie -fno-pie -Wall -Werror -I. $< -o $@ \
+		-L$(BUILD)/workloads -lgot_patch_shim -Wl,-rpath,'$$ORIGIN'
+$(BUILD)/workloads/libctor_apply.so: test/workloads/libctor_apply.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(GOTFIX_CFLAGS) $< -o $@
+$(BUILD)/workloads/liballoc_lazy.so: test/workloads/liballoc_caller.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(GOTFIX_CFLAGS) -Wl,-z,lazy -Wl,-z,relro $< -o $@
+$(BUILD)/workloads/liballoc_now.so: test/workloads/liballoc_caller.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(GOTFIX_CFLAGS) -Wl,-z,now -Wl,-z,relro $< -o $@
+$(BUILD)/workloads/liballoc_late.so: test/workloads/liballoc_caller.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(GOTFIX_CFLAGS) -DALLOC_CALLER_PLT_ONLY -Wl,-z,now -Wl,-z,relro $< -o $@
+$(BUILD)/workloads/liballoc_slowreloc.so: test/workloads/liballoc_slowreloc.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O0 -g0 -Wall -Werror -Wl,-z,now -Wl,-z,relro $< -o $@
+$(BUILD)/workloads/libcxx_caller.so: test/workloads/libcxx_caller.cc
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $@"
+	@$(CXX) -shared -fPIC -O0 -g -std=c++17 -Wall -Werror $< -o $@
+$(BUILD)/test/test_got_patch $(ASAN_DIR)/test/test_got_patch: $(GOTFIX)
 
 integration: all
 	@/usr/bin/python3 test/integration/run.py

@@ -90,6 +90,16 @@ void *dl_guard_dlopen(const char *file, int mode)
 	return h;
 }
 
+void dl_guard_wait_loader(void)
+{
+	void *(*open_fn)(const char *, int) =
+	    (void *(*)(const char *, int))libc_fn("dlopen", &libc_dlopen);
+	int (*close_fn)(void *) = (int (*)(void *))libc_fn("dlclose", &libc_dlclose);
+	void *h = open_fn && close_fn ? open_fn(NULL, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+	if (h)
+		close_fn(h);
+}
+
 int dl_guard_dlclose_locked(void *handle)
 {
 	int (*close_fn)(void *) = (int (*)(void *))libc_fn("dlclose", &libc_dlclose);

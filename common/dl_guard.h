@@ -40,6 +40,13 @@ int dl_guard_dlclose(void *handle);
 /* The same, for a caller that holds the guard (dl_guard_lock). */
 int dl_guard_dlclose_locked(void *handle);
 
+/* Returns once every dlopen and dlclose in flight in the process has finished: libc's
+ * dlopen of the program itself with RTLD_NOLOAD (and its dlclose) takes the loader's
+ * lock, which each dlopen and dlclose holds to its end, and loads nothing. Without the
+ * guard: a caller in a library's constructor holds the loader's lock already, and a
+ * holder of the guard may be waiting for it in its own dlopen. */
+void dl_guard_wait_loader(void);
+
 /* Held around a dlclose, and by a fork's prepare handler; also by a caller that must
  * reset its own state before a fork can copy it (see z_api_unload). */
 void dl_guard_lock(void);

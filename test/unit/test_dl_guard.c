@@ -7,6 +7,8 @@
  * liblzma and libbz2) and zlib, as the uploader does every period, all exit (a child
  * that has not exited after 5 s is killed and counted). DL_GUARD_TEST_OFF=1 runs the
  * same without the handlers: 3 children hang within the 500, every run here.
+ * dl_guard_wait_loader (the barrier of agent/alloc/got_patch.c) returns to a thread
+ * that holds the guard.
  */
 #include <check.h>
 #include <pthread.h>
@@ -75,6 +77,16 @@ static bool reap(pid_t pid, double secs)
 	return false;
 }
 
+/* The barrier takes the loader's lock, not the guard: it returns to a thread that holds
+ * the guard (the guard is not recursive: taking it here would never return). */
+START_TEST(wait_loader_takes_no_guard)
+{
+	dl_guard_lock();
+	dl_guard_wait_loader();
+	dl_guard_unlock();
+}
+END_TEST
+
 START_TEST(children_exit_while_a_library_is_unloaded)
 {
 	if (!getenv("DL_GUARD_TEST_OFF"))
@@ -103,6 +115,7 @@ int main(void)
 	Suite *s = suite_create("dl_guard");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, wait_loader_takes_no_guard);
 	tcase_add_test(tc, children_exit_while_a_library_is_unloaded);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
