@@ -195,11 +195,11 @@ unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
-TSAN_TESTS := test_bg_host test_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
+TSAN_TESTS := test_bg_host test_live_table test_live_table_signals test_live_table_stress test_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
 	test_app_signals \
 	test_threads
 TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_thread.c agent/store/region.c \
-	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c
+	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
 	agent/unwind/cfi_table_find.c agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
@@ -376,9 +376,10 @@ $(BUILD)/bench/bench_handler: scripts/bench/bench_handler.c $(BUILD)/libddprof_c
 	@echo "  CC      $@"
 	@$(CC) $(BASE_CFLAGS) $< $(BUILD)/libddprof_core.a -o $@ $(LIB_LDLIBS)
 
-# Benchmarks linking the core library (trie throughput, pprof serialization).
-$(BUILD)/bench/bench_trie $(BUILD)/bench/bench_serialize: $(BUILD)/bench/%: scripts/bench/%.c \
-		$(BUILD)/libddprof_core.a
+# Benchmarks linking the core library (trie throughput, pprof serialization, the live
+# heap's table: the last one is run by hand, scripts/bench/run does not).
+$(BUILD)/bench/bench_trie $(BUILD)/bench/bench_serialize $(BUILD)/bench/bench_live_table: \
+		$(BUILD)/bench/%: scripts/bench/%.c $(BUILD)/libddprof_core.a
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) $(BASE_CFLAGS) $< $(BUILD)/libddprof_core.a -o $@ $(LIB_LDLIBS)
@@ -393,7 +394,7 @@ $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks 
 		-Werror $< -o $@
 
 BENCH_BINS := $(BUILD)/bench/bench_handler $(BUILD)/bench/bench_trie \
-	$(BUILD)/bench/bench_serialize $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn \
+	$(BUILD)/bench/bench_serialize $(BUILD)/bench/bench_live_table $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn \
 	$(BUILD)/bench/many_stacks $(BUILD)/bench/maxrss
 
 # Beside the current build, libddprof at BENCH_BASE_REV (the "before" column; its default
