@@ -34,11 +34,12 @@ WORKLOAD_SPECIAL := test/workloads/early_thread.c test/workloads/libchurn.c \
 	test/workloads/omitfp_threads.c test/workloads/stop_at_exit.c \
 	test/workloads/libwrapcreate.c test/workloads/wrap_create.c \
 	test/workloads/liballoc_caller.c test/workloads/liballoc_slowreloc.c \
-	test/workloads/libctor_apply.c test/workloads/alloc_nopie.c test/workloads/got_patch_shim.c
+	test/workloads/libctor_apply.c test/workloads/alloc_nopie.c test/workloads/got_patch_shim.c \
+	test/workloads/liballoc_plugin.c
 WORKLOAD_SRCS := $(filter-out $(WORKLOAD_SPECIAL),$(wildcard test/workloads/*.c))
 WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%) \
 	$(BUILD)/workloads/omitfp_threads $(BUILD)/workloads/libchurn.so \
-	$(BUILD)/workloads/wrap_create
+	$(BUILD)/workloads/wrap_create $(BUILD)/workloads/liballoc_plugin.so
 
 # cgo Go programs (test/workloads/go, standard library only): built when go is installed
 # (golang-go, which scripts/install-deps installs for `go tool pprof`). Go 1.19 ships
@@ -155,6 +156,11 @@ $(BUILD)/workloads/omitfp_threads: test/workloads/omitfp_threads.c preload/ddpro
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) -O2 -g -fomit-frame-pointer -pthread -Wall -Werror $< -o $@ -ldl
+
+$(BUILD)/workloads/liballoc_plugin.so: test/workloads/liballoc_plugin.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Werror $< -o $@
 
 $(BUILD)/workloads/libchurn.so: test/workloads/libchurn.c
 	@mkdir -p $(dir $@)

@@ -19,6 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/agent_snapshot.h"
+#include "agent/alloc/alloc_hooks.h"
+#include "agent/alloc/alloc_sample.h"
+#include "agent/alloc/got_patch.h"
 #include "agent/sample/app_signals.h"
 #include "agent/sample/fork_local.h"
 #include "agent/sample/threads.h"
@@ -107,6 +111,10 @@ FORK_CHILD_PATH static void restore_signal_mask_child(void)
 	atomic_store_explicit(&forks_blocking, 0, memory_order_relaxed);
 }
 
+/* The memory profiles asked for (start-up: agent_start installs them). */
+static bool alloc_wanted, heap_wanted;
+static uint64_t alloc_interval;
+
 int agent_init(const struct config *cfg)
 {
 	profiles = fork_local_or(&profiles_fallback, sizeof(*profiles));
@@ -148,7 +156,31 @@ int agent_init(const struct config *cfg)
 		return rc;
 	}
 	sampler_set_enabled(true);
+	alloc_wanted = cfg->allocation_enabled;
+	heap_wanted = cfg->heap_enabled;
+	alloc_interval = cfg->alloc_interval;
+	if (alloc_wanted)
+		got_patch_place(fork_local_alloc(sizeof(pthread_mutex_t)));
 	return signo;
+}
+
+/* Start-up, sampling on: the allocation hooks, when allocation profiling is asked for. */
+static void start_allocations(void)
+{
+	if (heap_wanted)
+		log_warn("DD_PROFILING_HEAP_ENABLED: this build has no live heap profile yet; %s",
+			 alloc_wanted ? "allocations are profiled (DD_PROFILING_ALLOCATION_ENABLED)"
+				      : "set DD_PROFILING_ALLOCATION_ENABLED=true for allocations");
+	if (!alloc_wanted)
+		return;
+	alloc_sample_set_interval(alloc_interval);
+	int rc = alloc_hooks_install(true);
+	if (rc < 0) {
+		log_warn("cannot hook the allocation functions (%s); no allocation profile",
+			 strerror(-rc));
+		return;
+	}
+	agent_snapshot_set_kinds(PROFILE_KIND_BIT(PROFILE_ALLOC));
 }
 
 void agent_start(void)
@@ -168,6 +200,7 @@ void agent_start(void)
 	}
 	threads_start_self(is_main, 0);
 	threads_scan_existing();
+	start_allocations();
 }
 
 /* Unwind tables are built off the application's path, by the uploader thread (one
@@ -244,12 +277,16 @@ void agent_module_loading(void)
 	 * their code, and an exit flush should not compete with their tables. */
 	if (agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active())
 		modules_notify_load();
+	/* Every load, the profiler's too: its libraries' allocations on the application's
+	 * threads are the application's (the hooks leave the profiler's threads alone). */
+	alloc_hooks_notify();
 }
 
 void agent_module_unloaded(void)
 {
 	if (agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active())
 		modules_notify();
+	alloc_hooks_notify();
 }
 
 bool agent_may_work_here(void)
@@ -267,10 +304,14 @@ void agent_atfork_prepare(void)
 {
 	threads_atfork_prepare();
 	modules_atfork_prepare();
+	if (alloc_hooks_installed())
+		got_patch_atfork_prepare();
 }
 
 void agent_atfork_parent(void)
 {
+	if (alloc_hooks_installed())
+		got_patch_atfork_parent();
 	modules_atfork_parent();
 	threads_atfork_parent();
 }
@@ -290,6 +331,10 @@ FORK_CHILD_PATH void agent_atfork_child(own_thread_create_fn create)
 	threads_atfork_child();
 	thread_start_after_fork();
 	modules_atfork_child(create);
+	if (alloc_hooks_installed()) {
+		got_patch_atfork_child();
+		alloc_sample_after_fork_child();
+	}
 }
 
 FORK_CHILD_PATH void agent_atfork_child_last(void)

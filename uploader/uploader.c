@@ -20,6 +20,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "agent/alloc/alloc_hooks.h"
 #include "agent/sample/fork_local.h"
 #include "agent/symbolize/dw_api.h"
 #include "agent/unwind/modules.h"
@@ -76,7 +77,7 @@ FORK_CHILD_DATA static struct control ctl = {.lock = &ctl_lock_fallback};
  * host_thr, which only the thread writes (not on the fork child's page: the thread's
  * frequent writes would copy that page after every fork).
  */
-enum service_id { SVC_UPLOAD, SVC_MODULES, SVC_ROOM, SVC_WARM, SVC_THREADS, SVC_COUNT };
+enum service_id { SVC_UPLOAD, SVC_MODULES, SVC_ROOM, SVC_WARM, SVC_THREADS, SVC_ALLOC, SVC_COUNT };
 #define SVC_BIT(id) (1u << (id))
 FORK_CHILD_DATA static struct bg_host host;
 static struct bg_host_thread host_thr;
@@ -306,6 +307,20 @@ static void threads_after_sleep(void *arg)
 	threads_service_awake();
 }
 
+/* The allocation hooks' slots in modules loaded since (agent/alloc/alloc_hooks.h): a few
+ * rescans after each dlopen or dlclose, and a periodic one. */
+static uint64_t alloc_run(void *arg, uint64_t now)
+{
+	(void)arg;
+	return alloc_hooks_service(now);
+}
+
+static bool alloc_wanted(void *arg)
+{
+	(void)arg;
+	return alloc_hooks_rescan_wanted();
+}
+
 /* The table; arg (the thread's upload context) and the upload's first due time are
  * filled in as the thread starts. */
 static struct bg_service services[SVC_COUNT] = {
@@ -324,6 +339,11 @@ static struct bg_service services[SVC_COUNT] = {
 		     .after_sleep = threads_after_sleep,
 		     .first_due_ns = BG_NEVER,
 		     .nests = true},
+    [SVC_ALLOC] = {.name = "alloc",
+		   .run = alloc_run,
+		   .wanted = alloc_wanted,
+		   .first_due_ns = 0,
+		   .nests = true},
 };
 
 /* While an upload waits on the network: memory, unwind tables and timers, so that a
@@ -331,7 +351,8 @@ static struct bg_service services[SVC_COUNT] = {
  * for the upload to end. Not at exit (the host is leaving): the exit flush must not
  * wait for them. Between the steps of an upload (serializing a big profile takes tens
  * of milliseconds): timers only. */
-#define SERVICES_WHILE_WAITING (SVC_BIT(SVC_ROOM) | SVC_BIT(SVC_MODULES) | SVC_BIT(SVC_THREADS))
+#define SERVICES_WHILE_WAITING                                                                     \
+	(SVC_BIT(SVC_ROOM) | SVC_BIT(SVC_MODULES) | SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_ALLOC))
 #define SERVICES_BETWEEN_STEPS SVC_BIT(SVC_THREADS)
 
 static void host_setup(void)

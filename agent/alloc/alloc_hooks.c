@@ -1,14 +1,12 @@
 /*
  * alloc_hooks.c - the allocation hooks (see alloc_hooks.h).
  *
- * This file is async-signal-safe except alloc_hooks_resolve and alloc_hooks_enable
- * (start-up): the hooks run wherever the application allocates. Every hook is a
- * function of its own with a frame pointer (the library is built with
- * -fno-omit-frame-pointer), so that CALLER_REGS reads its caller's state exactly.
+ * The hooks in this file are async-signal-safe; install, notify and the service run in
+ * normal context. Every hook is a function of its own with a frame pointer (the library is built
+ * with -fno-omit-frame-pointer), so that CALLER_REGS reads its caller's state exactly.
  */
 #include "agent/alloc/alloc_hooks.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdatomic.h>
@@ -16,10 +14,14 @@
 #include <stdlib.h>
 
 #include "agent/alloc/alloc_sample.h"
+#include "agent/alloc/got_patch.h"
 #include "agent/sample/sampler.h"
 #include "agent/unwind/unwind.h"
 
 static struct alloc_originals orig;
+/* Set while the thread is in hook_reallocarray: libc's reallocarray calls realloc through
+ * its own GOT slot, patched too; the one allocation is counted once, by reallocarray. */
+static __thread bool in_reallocarray __attribute__((tls_model("initial-exec")));
 /* Relaxed: set at start-up, before any GOT slot points to a hook. */
 static _Atomic bool record_allocations;
 
@@ -81,14 +83,17 @@ static __attribute__((noinline)) void *hook_calloc(size_t n, size_t size)
 static __attribute__((noinline)) void *hook_realloc(void *old, size_t size)
 {
 	void *p = orig.realloc(old, size);
-	COUNT(p, size);
+	if (!in_reallocarray)
+		COUNT(p, size);
 	return p;
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) void *hook_reallocarray(void *old, size_t n, size_t size)
 {
+	in_reallocarray = true;
 	void *p = orig.reallocarray(old, n, size);
+	in_reallocarray = false;
 	COUNT(p, n * size); /* it succeeded: no overflow */
 	return p;
 }
@@ -133,7 +138,10 @@ static __attribute__((noinline)) void *hook_pvalloc(size_t size)
 	return p;
 }
 
-const struct alloc_hook alloc_hooks[] = {
+/* The table got_patch applies: the originals are resolved by it (dlsym) before any slot
+ * points at a hook; an entry point it cannot resolve keeps its slots, and its hook is
+ * never reached. */
+static struct got_patch_entry table[] = {
     {"malloc", (void *)hook_malloc, (void **)&orig.malloc},
     {"free", (void *)hook_free, (void **)&orig.free},
     {"calloc", (void *)hook_calloc, (void **)&orig.calloc},
@@ -145,37 +153,59 @@ const struct alloc_hook alloc_hooks[] = {
     {"valloc", (void *)hook_valloc, (void **)&orig.valloc},
     {"pvalloc", (void *)hook_pvalloc, (void **)&orig.pvalloc},
 };
-const unsigned alloc_hooks_count = sizeof(alloc_hooks) / sizeof(alloc_hooks[0]);
+#define TABLE_N (sizeof(table) / sizeof(table[0]))
 
-int alloc_hooks_resolve(void)
-{
-	for (unsigned i = 0; i < alloc_hooks_count; i++)
-		*alloc_hooks[i].original = dlsym(RTLD_DEFAULT, alloc_hooks[i].symbol);
-	if (!orig.malloc || !orig.free)
-		return -ENOENT;
-	/* Entry points some allocators lack (a preloaded one may define malloc and free
-	 * but not the obsolete ones): libc's, which the program would reach without us
-	 * too. */
-	if (!orig.calloc)
-		orig.calloc = calloc;
-	if (!orig.realloc)
-		orig.realloc = realloc;
-	if (!orig.reallocarray)
-		orig.reallocarray = reallocarray;
-	if (!orig.posix_memalign)
-		orig.posix_memalign = posix_memalign;
-	if (!orig.aligned_alloc)
-		orig.aligned_alloc = aligned_alloc;
-	if (!orig.memalign)
-		orig.memalign = memalign;
-	if (!orig.valloc)
-		orig.valloc = valloc;
-	if (!orig.pvalloc)
-		orig.pvalloc = pvalloc;
-	return 0;
-}
+/* Relaxed: written at start-up (installed) and by the application's dlopen/dlclose
+ * (notified, a hint the host thread's service reads). */
+static _Atomic bool installed;
+static _Atomic bool notified;
+/* The host thread's: rescans left in the window after a dlopen (the module appears when
+ * the loader is done, which the notify does not wait for). */
+static unsigned rescans_left;
 
-void alloc_hooks_enable(bool allocations)
+/* After a dlopen or dlclose: rescans every RESCAN_POLL_NS, RESCAN_POLLS times; and every
+ * RESCAN_PERIOD_NS anyway (libraries libc loads itself: NSS modules, iconv). */
+#define RESCAN_POLL_NS (2ULL * 1000 * 1000)
+#define RESCAN_POLLS 50
+#define RESCAN_PERIOD_NS (5ULL * 1000 * 1000 * 1000)
+
+int alloc_hooks_install(bool allocations)
 {
 	atomic_store_explicit(&record_allocations, allocations, memory_order_relaxed);
+	int rc = got_patch_apply(table, TABLE_N);
+	if (rc == -EAGAIN)
+		rc = 0; /* what was being loaded is patched by the service's next rescan */
+	if (rc == 0)
+		atomic_store_explicit(&installed, true, memory_order_relaxed);
+	return rc;
+}
+
+bool alloc_hooks_installed(void)
+{
+	return atomic_load_explicit(&installed, memory_order_relaxed);
+}
+
+void alloc_hooks_notify(void)
+{
+	if (atomic_load_explicit(&installed, memory_order_relaxed))
+		atomic_store_explicit(&notified, true, memory_order_relaxed);
+}
+
+bool alloc_hooks_rescan_wanted(void)
+{
+	return atomic_load_explicit(&notified, memory_order_relaxed);
+}
+
+uint64_t alloc_hooks_service(uint64_t now_ns)
+{
+	if (!atomic_load_explicit(&installed, memory_order_relaxed))
+		return UINT64_MAX;
+	if (atomic_exchange_explicit(&notified, false, memory_order_relaxed))
+		rescans_left = RESCAN_POLLS;
+	got_patch_apply(table, TABLE_N); /* returns at once when nothing changed */
+	if (rescans_left > 0) {
+		rescans_left--;
+		return now_ns + RESCAN_POLL_NS;
+	}
+	return now_ns + RESCAN_PERIOD_NS;
 }

@@ -11,15 +11,19 @@
  * sampling countdown (agent/alloc/alloc_sample.h); a sampled allocation is unwound from
  * the hook's caller and recorded (agent/sample/sampler.h: sampler_record_caller). A
  * realloc counts as a free of the old block and an allocation of the new size.
- * Context: async-signal-safe (the application may allocate in its signal handlers);
- * alloc_hooks_set_originals and alloc_hooks_enable run at start-up, before any slot
- * points here.
+ * Known limit: the slots of a library dlopen'ed later are patched by the profiler's
+ * thread within milliseconds of its load (dlopen itself cannot be wrapped past its
+ * return: it reads its caller's address), so its constructor's allocations and those
+ * of the first moments after the load are not sampled.
+ * Context: the hooks are async-signal-safe (the application may allocate in its signal
+ * handlers); the other functions run in normal context.
  */
 #ifndef DDPROF_AGENT_ALLOC_ALLOC_HOOKS_H
 #define DDPROF_AGENT_ALLOC_ALLOC_HOOKS_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The process's allocator: what the hooks call. Every entry set before any hook runs
  * (the ones a libc lacks fall back, e.g. pvalloc on valloc, never to NULL). */
@@ -36,23 +40,20 @@ struct alloc_originals {
 	void *(*pvalloc)(size_t);
 };
 
-/* One entry point: its symbol, the hook, and where the hook's original is kept. */
-struct alloc_hook {
-	const char *symbol;
-	void *hook;
-	void **original;
-};
+/* Start-up, after sampling is enabled: points every loaded module's slots for the
+ * entry points at the hooks (agent/alloc/got_patch.h); allocations: whether they record
+ * allocation samples (PROFILE_ALLOC). 0 or a negative errno (nothing is hooked). */
+int alloc_hooks_install(bool allocations);
+bool alloc_hooks_installed(void);
 
-/* The entry points, in a constant table (got_patch applies it). */
-extern const struct alloc_hook alloc_hooks[];
-extern const unsigned alloc_hooks_count;
-
-/* Resolves the originals (the definitions the program itself binds to: another
- * library's when one is preloaded, e.g. jemalloc). 0, or -ENOENT when malloc or free
- * has none. Start-up, normal context. */
-int alloc_hooks_resolve(void);
-
-/* Whether the hooks record allocation samples (PROFILE_ALLOC). Start-up. */
-void alloc_hooks_enable(bool allocations);
+/* The application called dlopen (before the load) or dlclose (after): the host's service
+ * rescans the modules for a while. Any thread, normal context; a relaxed store. */
+void alloc_hooks_notify(void);
+/* Whether a notify is waiting (a relaxed load: the host's poll). */
+bool alloc_hooks_rescan_wanted(void);
+/* The host thread: patches the modules loaded since the last rescan (a quick no-op when
+ * none was); returns when it is next due (CLOCK_MONOTONIC; UINT64_MAX when nothing is
+ * installed). */
+uint64_t alloc_hooks_service(uint64_t now_ns);
 
 #endif

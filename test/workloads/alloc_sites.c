@@ -9,9 +9,18 @@
  *   alloc_sites coverage [MiB=64] calls each allocation entry point once per 64 KiB
  *                                 block until MiB, each from a function of its own
  *                                 (cov_malloc, cov_calloc, ...); prints the bytes each.
+ *   alloc_sites plugin LIB [MiB=256]  dlopens LIB (liballoc_plugin.so) after start-up,
+ *                                 waits 200 ms (its slots are patched by the profiler's
+ *                                 thread after the load), then has it allocate MiB in
+ *                                 64 KiB blocks (plugin_alloc).
+ *   alloc_sites probe             prints which module the program's malloc slot leads
+ *                                 to ("malloc_module libc.so.6" when nothing hooks it).
  * Lines are "name value", read by the integration tests.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <malloc.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,53 +83,61 @@ static int run_sites(uint64_t total)
 
 #define COV_BLOCK (64u << 10)
 
+/* Uses the block (a compiler may drop a malloc whose memory is never used) and frees it. */
+static void use_and_free(void *p)
+{
+	if (p)
+		((volatile char *)p)[0] = 1;
+	free(p);
+}
+
 __attribute__((noinline)) void cov_malloc(void)
 {
-	free(malloc(COV_BLOCK));
+	use_and_free(malloc(COV_BLOCK));
 }
 
 __attribute__((noinline)) void cov_calloc(void)
 {
-	free(calloc(COV_BLOCK / 16, 16));
+	use_and_free(calloc(COV_BLOCK / 16, 16));
 }
 
 /* Growth: a realloc to COV_BLOCK from 16 bytes counts COV_BLOCK. */
 __attribute__((noinline)) void cov_realloc(void)
 {
 	void *p = malloc(16);
-	free(realloc(p, COV_BLOCK));
+	use_and_free(realloc(p, COV_BLOCK));
 }
 
 __attribute__((noinline)) void cov_reallocarray(void)
 {
-	free(reallocarray(NULL, COV_BLOCK / 16, 16));
+	use_and_free(reallocarray(NULL, COV_BLOCK / 16, 16));
 }
 
 __attribute__((noinline)) void cov_posix_memalign(void)
 {
 	void *p = NULL;
 	if (posix_memalign(&p, 64, COV_BLOCK) == 0)
-		free(p);
+		use_and_free(p);
 }
 
 __attribute__((noinline)) void cov_aligned_alloc(void)
 {
-	free(aligned_alloc(64, COV_BLOCK));
+	use_and_free(aligned_alloc(64, COV_BLOCK));
 }
 
 __attribute__((noinline)) void cov_memalign(void)
 {
-	free(memalign(64, COV_BLOCK));
+	use_and_free(memalign(64, COV_BLOCK));
 }
 
 __attribute__((noinline)) void cov_valloc(void)
 {
-	free(valloc(COV_BLOCK));
+	use_and_free(valloc(COV_BLOCK));
 }
 
 __attribute__((noinline)) void cov_pvalloc(void)
 {
-	free(pvalloc(COV_BLOCK));
+	use_and_free(pvalloc(COV_BLOCK));
 }
 
 static int run_coverage(uint64_t total)
@@ -149,6 +166,38 @@ static int run_coverage(uint64_t total)
 	return 0;
 }
 
+static int run_plugin(const char *lib, uint64_t total)
+{
+	void *h = dlopen(lib, RTLD_NOW);
+	if (!h) {
+		fprintf(stderr, "dlopen %s: %s\n", lib, dlerror());
+		return 1;
+	}
+	uint64_t (*fn)(uint64_t, size_t) = (uint64_t(*)(uint64_t, size_t))dlsym(h, "plugin_alloc");
+	if (!fn)
+		return 1;
+	struct timespec ts = {0, 200 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	printf("plugin_alloc_bytes %llu\n", (unsigned long long)fn(total, 64u << 10));
+	return 0;
+}
+
+/* The address of malloc as the program's code takes it at run time: from its GOT (a
+ * GLOB_DAT slot, the one the profiler points at its hook when allocation profiling is
+ * on), not from a pointer initialized in data at load time. */
+static int run_probe(void)
+{
+	void *(*volatile malloc_slot)(size_t) = malloc;
+	Dl_info info;
+	const char *name = "?";
+	if (dladdr((void *)malloc_slot, &info) && info.dli_fname) {
+		name = strrchr(info.dli_fname, '/');
+		name = name ? name + 1 : info.dli_fname;
+	}
+	printf("malloc_module %s\n", name);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "sites";
@@ -157,6 +206,10 @@ int main(int argc, char **argv)
 		return run_sites((mib ? mib : 2048) << 20);
 	if (strcmp(mode, "coverage") == 0)
 		return run_coverage((mib ? mib : 64) << 20);
-	fprintf(stderr, "usage: alloc_sites sites|coverage [MiB]\n");
+	if (strcmp(mode, "plugin") == 0 && argc > 2)
+		return run_plugin(argv[2], (argc > 3 ? strtoull(argv[3], NULL, 10) : 256) << 20);
+	if (strcmp(mode, "probe") == 0)
+		return run_probe();
+	fprintf(stderr, "usage: alloc_sites sites|coverage [MiB] | plugin LIB [MiB] | probe\n");
 	return 2;
 }
