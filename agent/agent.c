@@ -23,6 +23,7 @@
 #include "agent/alloc/alloc_hooks.h"
 #include "agent/alloc/alloc_sample.h"
 #include "agent/alloc/got_patch.h"
+#include "agent/alloc/live_heap.h"
 #include "agent/sample/app_signals.h"
 #include "agent/sample/fork_local.h"
 #include "agent/sample/threads.h"
@@ -159,28 +160,37 @@ int agent_init(const struct config *cfg)
 	alloc_wanted = cfg->allocation_enabled;
 	heap_wanted = cfg->heap_enabled;
 	alloc_interval = cfg->alloc_interval;
-	if (alloc_wanted)
+	if (alloc_wanted || heap_wanted)
 		got_patch_place(fork_local_alloc(sizeof(pthread_mutex_t)));
 	return signo;
 }
 
-/* Start-up, sampling on: the allocation hooks, when allocation profiling is asked for. */
+/* Start-up, sampling on: the allocation hooks, when an allocation or heap profile is
+ * asked for. */
 static void start_allocations(void)
 {
-	if (heap_wanted)
-		log_warn("DD_PROFILING_HEAP_ENABLED: this build has no live heap profile yet; %s",
-			 alloc_wanted ? "allocations are profiled (DD_PROFILING_ALLOCATION_ENABLED)"
-				      : "set DD_PROFILING_ALLOCATION_ENABLED=true for allocations");
-	if (!alloc_wanted)
+	if (!alloc_wanted && !heap_wanted)
 		return;
 	alloc_sample_set_interval(alloc_interval);
-	int rc = alloc_hooks_install(true);
+	bool heap = false;
+	if (heap_wanted) {
+		int rc = live_heap_init(LIVE_TABLE_DEFAULT_BUDGET);
+		if (rc < 0)
+			log_warn("cannot map the live heap's table (%s); no heap profile",
+				 strerror(-rc));
+		heap = rc == 0;
+	}
+	if (!alloc_wanted && !heap)
+		return;
+	int rc = alloc_hooks_install(alloc_wanted);
 	if (rc < 0) {
-		log_warn("cannot hook the allocation functions (%s); no allocation profile",
+		log_warn("cannot hook the allocation functions (%s); no allocation or heap "
+			 "profile",
 			 strerror(-rc));
 		return;
 	}
-	agent_snapshot_set_kinds(PROFILE_KIND_BIT(PROFILE_ALLOC));
+	agent_snapshot_set_kinds((alloc_wanted ? PROFILE_KIND_BIT(PROFILE_ALLOC) : 0) |
+				 (heap ? PROFILE_KIND_BIT(PROFILE_HEAP) : 0));
 }
 
 void agent_start(void)
@@ -334,6 +344,7 @@ FORK_CHILD_PATH void agent_atfork_child(own_thread_create_fn create)
 	if (alloc_hooks_installed()) {
 		got_patch_atfork_child();
 		alloc_sample_after_fork_child();
+		live_heap_after_fork_child();
 	}
 }
 

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "agent/alloc/live_heap.h"
 #include "agent/sample/sampler.h"
 #include "agent/sample/threads.h"
 
@@ -27,6 +28,8 @@ bool agent_snapshot_take(struct profile_pair *pp, uint64_t now_ns, struct agent_
 	s->pp_ = pp;
 	s->p_ = p;
 	s->profile = p;
+	/* The live heap: what is alive now, however old (agent/alloc/live_heap.h). */
+	live_heap_add_to(p);
 	s->start_ns = profiles_start_ns(p);
 	s->end_ns = now_ns;
 	s->period_ns = sampler_period_ns();

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent/alloc/alloc_hooks.h"
+#include "agent/alloc/live_heap.h"
 #include "agent/sample/fork_local.h"
 #include "agent/symbolize/dw_api.h"
 #include "agent/unwind/modules.h"
@@ -253,13 +254,14 @@ static uint64_t room_run(void *arg, uint64_t now)
 	(void)arg;
 	(void)now;
 	profiles_grow_if_needed(up_profiles);
+	live_heap_grow();
 	return BG_NEVER;
 }
 
 static bool room_wanted(void *arg)
 {
 	(void)arg;
-	return profiles_room_wanted(up_profiles);
+	return profiles_room_wanted(up_profiles) || live_heap_room_wanted();
 }
 
 /* The symbol tables every fork child needs, read once this process has forked. */

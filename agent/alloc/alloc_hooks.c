@@ -15,6 +15,7 @@
 
 #include "agent/alloc/alloc_sample.h"
 #include "agent/alloc/got_patch.h"
+#include "agent/alloc/live_heap.h"
 #include "agent/sample/sampler.h"
 #include "agent/unwind/unwind.h"
 
@@ -35,13 +36,24 @@ static _Atomic bool record_allocations;
 			      .sp = (uintptr_t)__builtin_frame_address(0) + 2 * sizeof(uintptr_t), \
 			      .fp = *(const uintptr_t *)__builtin_frame_address(0)})
 
-/* async-signal-safe. A sampled allocation of weight bytes (alloc_sample.h). */
-static __attribute__((noinline)) void sampled(uint64_t weight, const struct unwind_regs *caller)
+/* async-signal-safe. The sampled allocation p of size bytes, weighing weight bytes
+ * (alloc_sample.h): unwound once, recorded as an allocation sample and tracked in the
+ * live heap, as asked. */
+static __attribute__((noinline)) void sampled(void *p, uint64_t size, uint64_t weight,
+					      const struct unwind_regs *caller)
 {
-	if (atomic_load_explicit(&record_allocations, memory_order_relaxed)) {
+	bool allocations = atomic_load_explicit(&record_allocations, memory_order_relaxed);
+	bool heap = live_heap_on();
+	struct sampler_caller c;
+	if ((!allocations && !heap) || !sampler_caller_begin(caller, &c))
+		return;
+	if (allocations) {
 		const uint64_t values[2] = {1, weight};
-		sampler_record_caller(PROFILE_ALLOC, caller, values);
+		sampler_caller_record(&c, PROFILE_ALLOC, values);
 	}
+	if (heap)
+		live_heap_track((uintptr_t)p, size, weight, c.tid, c.pcs, c.n);
+	sampler_caller_end(&c);
 }
 
 /* async-signal-safe. Counts size bytes of the allocation p (NULL: it failed, nothing
@@ -52,7 +64,7 @@ static __attribute__((noinline)) void sampled(uint64_t weight, const struct unwi
 			uint64_t w_ = alloc_sample_bytes(size);                                    \
 			if (__builtin_expect(w_ != 0, 0)) {                                        \
 				struct unwind_regs r_ = CALLER_REGS();                             \
-				sampled(w_, &r_);                                                  \
+				sampled(p, size, w_, &r_);                                         \
 			}                                                                          \
 		}                                                                                  \
 	} while (0)
@@ -68,6 +80,9 @@ static __attribute__((noinline)) void *hook_malloc(size_t size)
 /* async-signal-safe */
 static __attribute__((noinline)) void hook_free(void *p)
 {
+	/* Before the real free: once it returns, another thread may get p again. */
+	if (p)
+		live_heap_untrack((uintptr_t)p, NULL);
 	orig.free(p);
 }
 
@@ -82,7 +97,13 @@ static __attribute__((noinline)) void *hook_calloc(size_t n, size_t size)
 /* async-signal-safe */
 static __attribute__((noinline)) void *hook_realloc(void *old, size_t size)
 {
+	/* The old block leaves the live heap before the real realloc frees it; a realloc
+	 * that fails keeps it (tracked again), one of size 0 frees it. */
+	struct live_table_entry e;
+	bool had = old && live_heap_untrack((uintptr_t)old, &e);
 	void *p = orig.realloc(old, size);
+	if (!p && size && had)
+		live_heap_retrack(&e);
 	if (!in_reallocarray)
 		COUNT(p, size);
 	return p;
@@ -91,9 +112,13 @@ static __attribute__((noinline)) void *hook_realloc(void *old, size_t size)
 /* async-signal-safe */
 static __attribute__((noinline)) void *hook_reallocarray(void *old, size_t n, size_t size)
 {
+	struct live_table_entry e;
+	bool had = old && live_heap_untrack((uintptr_t)old, &e);
 	in_reallocarray = true;
 	void *p = orig.reallocarray(old, n, size);
 	in_reallocarray = false;
+	if (!p && n && size && had)
+		live_heap_retrack(&e);
 	COUNT(p, n * size); /* it succeeded: no overflow */
 	return p;
 }

@@ -435,15 +435,14 @@ struct caller_state {
 static __thread struct caller_state tls_caller __attribute__((tls_model("initial-exec")));
 
 /* async-signal-safe */
-void sampler_record_caller(enum profile_kind kind, const struct unwind_regs *caller,
-			   const uint64_t *values)
+bool sampler_caller_begin(const struct unwind_regs *caller, struct sampler_caller *out)
 {
 	struct caller_state *cs = &tls_caller;
 	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || own_thread_is_self() ||
 	    cs->recording)
-		return;
+		return false;
 	cs->recording = true;
-	int saved_errno = errno;
+	out->saved_errno = errno;
 	uint32_t g = atomic_load_explicit(&fork_gen, memory_order_relaxed);
 	if (cs->gen != g) {
 		cs->gen = g;
@@ -464,10 +463,24 @@ void sampler_record_caller(enum profile_kind kind, const struct unwind_regs *cal
 	}
 	struct unwind_regs regs = *caller;
 	regs.stack_hi = regs.sp >= lo && regs.sp < hi ? hi : 0;
-	uint32_t n = sampler_unwinder(&regs, cs->pcs, UNWIND_MAX_DEPTH);
-	profiles_add(sampler_profiles, kind, cs->tid, cs->pcs, n, values);
-	errno = saved_errno;
-	cs->recording = false;
+	out->n = sampler_unwinder(&regs, cs->pcs, UNWIND_MAX_DEPTH);
+	out->pcs = cs->pcs;
+	out->tid = cs->tid;
+	return true;
+}
+
+/* async-signal-safe */
+void sampler_caller_record(const struct sampler_caller *c, enum profile_kind kind,
+			   const uint64_t *values)
+{
+	profiles_add(sampler_profiles, kind, c->tid, c->pcs, c->n, values);
+}
+
+/* async-signal-safe */
+void sampler_caller_end(const struct sampler_caller *c)
+{
+	errno = c->saved_errno;
+	tls_caller.recording = false;
 }
 
 bool sampler_thread_is_internal(void)

@@ -94,14 +94,26 @@ struct sampler_thread_root {
 void sampler_thread_armed(bool exact);
 void sampler_thread_end(const struct sampler_thread_root *root);
 
-/* async-signal-safe. Records a sample of kind with values (profile_types.h) at the stack
- * of a hook's caller, in the calling thread: caller holds the pc of its call (the
- * return address minus one), its stack pointer as the call left it and its frame
- * pointer (ALLOC_HOOK_CALLER_REGS, agent/alloc/). Nothing on the profiler's own threads,
- * nor while sampling is off, nor nested (a signal handler of the application that
- * allocates while the thread records). */
-void sampler_record_caller(enum profile_kind kind, const struct unwind_regs *caller,
+/* A hook's caller, unwound (sampler_caller_begin): its stack, leaf first, in a buffer of
+ * the calling thread's that stays valid until sampler_caller_end. */
+struct sampler_caller {
+	const uintptr_t *pcs;
+	uint32_t n;
+	int32_t tid;
+	int saved_errno;
+};
+/* async-signal-safe. Unwinds the stack of a hook's caller in the calling thread: caller
+ * holds the pc of its call (the return address minus one), its stack pointer as the
+ * call left it and its frame pointer (agent/alloc/alloc_hooks.c). false, and nothing to
+ * end, on the profiler's own threads, while sampling is off, or nested (a signal handler
+ * of the application that allocates while the thread records). Then any number of
+ * sampler_caller_record, and sampler_caller_end, which restores errno. */
+bool sampler_caller_begin(const struct unwind_regs *caller, struct sampler_caller *out);
+/* async-signal-safe. Records a sample of kind with values (profile_types.h) at c's stack
+ * in the active profile. */
+void sampler_caller_record(const struct sampler_caller *c, enum profile_kind kind,
 			   const uint64_t *values);
+void sampler_caller_end(const struct sampler_caller *c);
 
 /* Whether the calling thread is one of the profiler's own (own_thread_create started it:
  * common/own_thread.h); a signal there records nothing. */

@@ -177,6 +177,20 @@ void profiles_add(struct profile_pair *pp, enum profile_kind kind, int32_t tid,
 	atomic_fetch_sub_explicit(&p->writers, 1, memory_order_release);
 }
 
+void profiles_add_to(struct profile *p, enum profile_kind kind, int32_t tid, const uintptr_t *pcs,
+		     uint32_t n, const uint64_t *values)
+{
+	add_values(p->totals[kind], values);
+	struct trie_node *node = NULL;
+	if (p->trie.region) {
+		node = trie_put(&p->trie, kind, tid, pcs, n, NULL);
+		/* Normal context: the memory a handler could not map, this caller can. */
+		if (!node && region_grow(&p->region) == 0)
+			node = trie_put(&p->trie, kind, tid, pcs, n, NULL);
+	}
+	add_values(node ? node->values : p->dropped[kind], values);
+}
+
 struct profile *profiles_active(struct profile_pair *pp)
 {
 	pair_settle(pp);

@@ -77,6 +77,12 @@ void profiles_add(struct profile_pair *pp, enum profile_kind kind, int32_t tid,
 
 /* async-signal-safe, lock-free. The CPU profile's: samples (0 for CPU a thread used
  * after its last sample, added at its end: agent/sample/sampler.h) of cpu_ns. */
+/* Normal context, on a profile no handler writes (swapped out, before it is encoded):
+ * adds a sample of kind, mapping memory for it if needed (the live heap's samples, added
+ * at each snapshot). */
+void profiles_add_to(struct profile *p, enum profile_kind kind, int32_t tid, const uintptr_t *pcs,
+		     uint32_t n, const uint64_t *values);
+
 static inline void profiles_record_n(struct profile_pair *pp, int32_t tid, const uintptr_t *pcs,
 				     uint32_t n, uint32_t samples, uint64_t cpu_ns)
 {

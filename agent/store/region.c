@@ -95,6 +95,10 @@ static int map_chunk(struct region *r, unsigned i)
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
+	if (r->kept) {
+		r->map->base[i] = p;
+		return 0;
+	}
 	/* A fork child starts with empty profiles: not sharing the parent's pages makes
 	 * fork cheaper (no page tables to copy, no write-protection of the parent's pages,
 	 * so no copy-on-write faults and TLB shoot-downs in the parent afterwards).
@@ -114,9 +118,10 @@ static int map_chunk(struct region *r, unsigned i)
 	return 0;
 }
 
-int region_init(struct region *r, struct region_map *map, size_t ceiling, size_t first)
+static int init(struct region *r, struct region_map *map, size_t ceiling, size_t first, bool kept)
 {
 	memset(r, 0, sizeof(*r));
+	r->kept = kept;
 	if (atomic_load_explicit(&map->mapped, memory_order_relaxed) != 0)
 		return -EBUSY;
 	/* Past SIZE_MAX / 2, doubling a chunk's start could wrap. */
@@ -149,6 +154,22 @@ int region_init(struct region *r, struct region_map *map, size_t ceiling, size_t
 	atomic_init(&r->pos, 0);
 	atomic_init(&r->refused, 0);
 	return 0;
+}
+
+int region_init(struct region *r, struct region_map *map, size_t ceiling, size_t first)
+{
+	return init(r, map, ceiling, first, false);
+}
+
+int region_init_kept(struct region *r, struct region_map *map, size_t ceiling, size_t first)
+{
+	return init(r, map, ceiling, first, true);
+}
+
+void region_after_fork_kept(struct region *r)
+{
+	/* Relaxed: single-threaded here. */
+	atomic_store_explicit(&r->growing, false, memory_order_relaxed);
 }
 
 /* async-signal-safe in its wipe-on-fork branch (plain stores, a fork child's first

@@ -57,6 +57,7 @@ struct region {
 	size_t first;		  /* bytes of chunk 0 (and of chunk 1) */
 	unsigned chunks_max;	  /* chunks that reach the ceiling (the last one is cut) */
 	bool wipe_on_fork;	  /* MADV_WIPEONFORK took (else MADV_DONTFORK) */
+	bool kept;		  /* region_init_kept: a fork child inherits the contents */
 	_Atomic bool growing;	  /* the grow lock (normal context only; try-lock) */
 	_Atomic bool wants_room;  /* region_alloc passed grow_at or found no room */
 	_Atomic bool grow_failed; /* a mapping failed: no more asking until the reset */
@@ -73,6 +74,13 @@ struct region {
  * mmap's error.
  */
 int region_init(struct region *r, struct region_map *map, size_t ceiling, size_t first);
+
+/* The same for a region whose contents a fork child inherits, as private copies at the
+ * same addresses (what lives in it stays valid in the child: the live heap's stacks). */
+int region_init_kept(struct region *r, struct region_map *map, size_t ceiling, size_t first);
+/* Fork child of a kept region: contents and position stay; a grow the parent's thread
+ * was in at the fork is forgotten (that thread is not here). */
+void region_after_fork_kept(struct region *r);
 
 /* Fork child (single-threaded, or the first use of a region on the fork-local page):
  * the parent's contents are not inherited (wipe-on-fork, or don't-fork where the kernel

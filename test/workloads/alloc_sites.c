@@ -13,6 +13,11 @@
  *                                 waits 200 ms (its slots are patched by the profiler's
  *                                 thread after the load), then has it allocate MiB in
  *                                 64 KiB blocks (plugin_alloc).
+ *   alloc_sites leak [MiB=100] [seconds=3]  leaks MiB at leak_site (sizes 16 B .. 1 MiB),
+ *                                 then for seconds churns at churn_site (blocks freed at
+ *                                 once, 2 GiB in all), frees the leak, and churns 2.5
+ *                                 seconds more; prints the leak's bytes and the
+ *                                 CLOCK_REALTIME ns at which it was complete and freed.
  *   alloc_sites probe             prints which module the program's malloc slot leads
  *                                 to ("malloc_module libc.so.6" when nothing hooks it).
  * Lines are "name value", read by the integration tests.
@@ -20,6 +25,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -166,6 +172,79 @@ static int run_coverage(uint64_t total)
 	return 0;
 }
 
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void *leak_site(size_t size)
+{
+	char *p = malloc(size);
+	p[0] = 3;
+	return p;
+}
+
+__attribute__((noinline)) void churn_site(size_t size)
+{
+	char *p = malloc(size);
+	p[0] = 4;
+	sink += p[size - 1];
+	free(p);
+}
+
+/* Churns bytes at churn_site, spread over seconds. */
+static void churn(uint64_t bytes, double seconds)
+{
+	double t0 = mono_s();
+	uint64_t done = 0;
+	while (done < bytes) {
+		size_t size = next_size();
+		churn_site(size);
+		done += size;
+		double due = seconds * (double)done / (double)bytes;
+		while (mono_s() - t0 < due - 0.01) {
+			struct timespec ts = {0, 5 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+static int run_leak(uint64_t leak, double seconds)
+{
+	/* The pointers, in memory no hook sees (not the heap under test). */
+	size_t cap = (size_t)(leak / 16) + 1;
+	void **blocks = mmap(NULL, cap * sizeof(void *), PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (blocks == MAP_FAILED)
+		return 1;
+	size_t n = 0;
+	uint64_t leaked = 0;
+	while (leaked < leak && n < cap) {
+		size_t size = next_size();
+		blocks[n++] = leak_site(size);
+		leaked += size;
+	}
+	printf("leak_site_bytes %llu\nleak_done_ns %llu\n", (unsigned long long)leaked,
+	       (unsigned long long)realtime_ns());
+	fflush(stdout);
+	churn((uint64_t)2 << 30, seconds);
+	for (size_t i = 0; i < n; i++)
+		free(blocks[i]);
+	printf("leak_freed_ns %llu\n", (unsigned long long)realtime_ns());
+	fflush(stdout);
+	churn((uint64_t)512 << 20, 2.5);
+	return 0;
+}
+
 static int run_plugin(const char *lib, uint64_t total)
 {
 	void *h = dlopen(lib, RTLD_NOW);
@@ -208,8 +287,11 @@ int main(int argc, char **argv)
 		return run_coverage((mib ? mib : 64) << 20);
 	if (strcmp(mode, "plugin") == 0 && argc > 2)
 		return run_plugin(argv[2], (argc > 3 ? strtoull(argv[3], NULL, 10) : 256) << 20);
+	if (strcmp(mode, "leak") == 0)
+		return run_leak((mib ? mib : 100) << 20, argc > 3 ? atof(argv[3]) : 3.0);
 	if (strcmp(mode, "probe") == 0)
 		return run_probe();
-	fprintf(stderr, "usage: alloc_sites sites|coverage [MiB] | plugin LIB [MiB] | probe\n");
+	fprintf(stderr, "usage: alloc_sites sites|coverage [MiB] | leak [MiB] [s] | plugin LIB "
+			"[MiB] | probe\n");
 	return 2;
 }

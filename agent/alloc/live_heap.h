@@ -1,0 +1,75 @@
+/*
+ * live_heap.h - the live heap: sampled allocations still alive, with their stacks, from
+ * one period to the next.
+ *
+ * Owns: the table of sampled allocations by address (agent/alloc/live_table.h) and the
+ * store of their stacks: a trie (agent/store/trie.h) in a region of its own that no swap
+ * resets, so an allocation's stack stays valid however many periods ago it was made
+ * (the table's reference to it is the node's address). Each snapshot adds what is alive
+ * to the profile swapped out (live_heap_add_to: inuse-objects, inuse-space), with no
+ * reset. A fork child inherits both as copies at the same addresses: its heap is its
+ * parent's, so what it inherited alive is in its own heap profile.
+ *  - The store keeps every distinct stack that a live sample ever had; past its ceiling
+ *    new stacks are refused (counted: the allocation is not tracked).
+ * Context: track and untrack are async-signal-safe (the allocation hooks); the rest runs
+ * in normal context (start-up, the host thread, fork handlers).
+ */
+#ifndef DDPROF_AGENT_ALLOC_LIVE_HEAP_H
+#define DDPROF_AGENT_ALLOC_LIVE_HEAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/alloc/live_table.h"
+#include "agent/store/profiles.h"
+
+/* The stack store's ceiling: tens of thousands of distinct stacks. */
+#define LIVE_HEAP_STACKS_CEILING ((size_t)16 << 20)
+
+/* Start-up: maps the table (table_bytes) and the stack store. 0 or a negative errno. */
+int live_heap_init(size_t table_bytes);
+bool live_heap_on(void);
+
+/* async-signal-safe. Tracks the sampled allocation p (size bytes, weighing weight) made
+ * by tid at pcs[0..n). After the real allocation returned p. */
+void live_heap_track(uintptr_t p, uint64_t size, uint64_t weight, int32_t tid, const uintptr_t *pcs,
+		     uint32_t n);
+/* async-signal-safe. p is about to be freed: forgets it if tracked (its entry copied to
+ * out when out is not NULL). One load for an address that is not tracked. */
+static inline bool live_heap_untrack(uintptr_t p, struct live_table_entry *out);
+/* async-signal-safe. An entry untracked for a realloc that failed: tracked again. */
+void live_heap_retrack(const struct live_table_entry *e);
+
+/* The host thread, on the snapshot's profile (quiescent after the swap): adds every live
+ * allocation to it as PROFILE_HEAP samples of its stack (inuse-objects: the objects its
+ * weight stands for; inuse-space: its weight). */
+void live_heap_add_to(struct profile *p);
+
+/* The host thread: whether the stack store asked for memory, and mapping it. */
+bool live_heap_room_wanted(void);
+void live_heap_grow(void);
+
+/* Fork child handler: the copies stay; a grow in flight at the fork is forgotten. */
+void live_heap_after_fork_child(void);
+
+struct live_heap_stats {
+	struct live_table_stats table;
+	uint64_t stacks;	 /* distinct stacks stored */
+	uint64_t stack_bytes;	 /* of the store */
+	uint64_t stacks_refused; /* samples not tracked: the store was full */
+};
+void live_heap_get_stats(struct live_heap_stats *out);
+
+/* The table, for live_heap_untrack's inline fast path. */
+extern struct live_table live_heap_table;
+extern _Atomic bool live_heap_enabled;
+
+static inline bool live_heap_untrack(uintptr_t p, struct live_table_entry *out)
+{
+	if (!atomic_load_explicit(&live_heap_enabled, memory_order_relaxed))
+		return false;
+	return live_table_remove(&live_heap_table, p, out);
+}
+
+#endif

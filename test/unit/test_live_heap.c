@@ -1,0 +1,136 @@
+/*
+ * test_live_heap.c - unit tests of agent/alloc/live_heap.c: the live heap's table and
+ * stack store, and what a snapshot's profile gets from them.
+ *
+ * What the profiler relies on: a tracked allocation appears in every profile it is
+ * added to (no reset between them) with its stack, its weight as inuse-space and the
+ * objects that weight stands for as inuse-objects; an untracked (freed) one does not; a
+ * realloc that failed tracks its block again; a fork child inherits what its parent
+ * tracked (its heap is a copy), stacks included, and its own frees do not touch the
+ * parent's.
+ */
+#include "agent/alloc/live_heap.h"
+
+#include <check.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test/unit/check_run.h"
+
+static struct profile_pair pp;
+
+static void setup(void)
+{
+	ck_assert_int_eq(profiles_init(&pp, 8 << 20, 1000), 0);
+	if (!live_heap_on())
+		ck_assert_int_eq(live_heap_init(1 << 20), 0);
+}
+
+static void teardown(void)
+{
+	profiles_destroy(&pp);
+}
+
+/* inuse values of kind PROFILE_HEAP at the stack whose leaf is pc, in a fresh swap. */
+struct found {
+	uintptr_t leaf;
+	uint64_t objects, bytes;
+	int stacks;
+};
+
+static void visit(const struct trie_node *n, void *arg)
+{
+	struct found *f = arg;
+	if (n->kind == PROFILE_HEAP && n->npcs > 0 && n->pcs[0] == f->leaf) {
+		f->objects += atomic_load(&n->values[0]);
+		f->bytes += atomic_load(&n->values[1]);
+		f->stacks++;
+	}
+}
+
+static struct found heap_at(uintptr_t leaf)
+{
+	struct profile *p = profiles_swap(&pp, 2000);
+	live_heap_add_to(p);
+	struct found f = {.leaf = leaf};
+	trie_foreach(&p->trie, visit, &f);
+	profiles_reset(p);
+	return f;
+}
+
+START_TEST(test_tracked_allocations_stay_in_every_profile_until_untracked)
+{
+	const uintptr_t stack_a[] = {0x1111, 0x2222, 0x3333};
+	const uintptr_t stack_b[] = {0x4444, 0x3333};
+	/* Three blocks of 1000 bytes sampled at one stack, weighing 512 KiB each: 3 x 524
+	 * objects; one 1 MiB block at another, weighing 1 MiB: one object. */
+	for (uintptr_t i = 0; i < 3; i++)
+		live_heap_track(0x100000 + i * 0x1000, 1000, 524288, 7, stack_a, 3);
+	live_heap_track(0x200000, 1 << 20, 1 << 20, 8, stack_b, 2);
+	for (int round = 0; round < 3; round++) {
+		struct found a = heap_at(0x1111), b = heap_at(0x4444);
+		ck_assert_int_eq(a.stacks, 1);
+		ck_assert_uint_eq(a.bytes, 3 * 524288);
+		ck_assert_uint_eq(a.objects, 3 * 524);
+		ck_assert_uint_eq(b.bytes, 1 << 20);
+		ck_assert_uint_eq(b.objects, 1);
+	}
+	struct live_table_entry e;
+	ck_assert(live_heap_untrack(0x100000, &e));
+	ck_assert_uint_eq(e.size, 1000);
+	ck_assert(!live_heap_untrack(0x100000, NULL));
+	ck_assert(!live_heap_untrack(0x999000, NULL)); /* never tracked */
+	ck_assert_uint_eq(heap_at(0x1111).bytes, 2 * 524288);
+	/* A failed realloc keeps its block: tracked again, with its stack. */
+	live_heap_retrack(&e);
+	ck_assert_uint_eq(heap_at(0x1111).bytes, 3 * 524288);
+	for (uintptr_t i = 0; i < 3; i++)
+		ck_assert(live_heap_untrack(0x100000 + i * 0x1000, NULL));
+	ck_assert(live_heap_untrack(0x200000, NULL));
+	ck_assert_uint_eq(heap_at(0x1111).bytes, 0);
+	ck_assert_uint_eq(heap_at(0x4444).bytes, 0);
+	struct live_heap_stats st;
+	live_heap_get_stats(&st);
+	ck_assert_uint_eq(st.table.entries, 0);
+	ck_assert_uint_eq(st.stacks, 2);
+}
+END_TEST
+
+START_TEST(test_a_fork_child_inherits_the_live_heap_with_its_stacks)
+{
+	const uintptr_t stack[] = {0x5555, 0x6666};
+	live_heap_track(0x300000, 4096, 1 << 19, 9, stack, 2);
+	live_heap_track(0x301000, 4096, 1 << 19, 9, stack, 2);
+	pid_t pid = fork();
+	if (pid == 0) {
+		live_heap_after_fork_child();
+		int ok = heap_at(0x5555).bytes == 2u << 19;
+		ok &= live_heap_untrack(0x300000, NULL);
+		ok &= heap_at(0x5555).bytes == 1u << 19;
+		_exit(ok ? 0 : 1);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "the child did not see what it inherited");
+	/* The child's free was its own. */
+	ck_assert_uint_eq(heap_at(0x5555).bytes, 2u << 19);
+	ck_assert(live_heap_untrack(0x300000, NULL) && live_heap_untrack(0x301000, NULL));
+}
+END_TEST
+
+static Suite *live_heap_suite(void)
+{
+	Suite *s = suite_create("live_heap");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_tracked_allocations_stay_in_every_profile_until_untracked);
+	tcase_add_test(tc, test_a_fork_child_inherits_the_live_heap_with_its_stacks);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return check_run_suite(live_heap_suite());
+}
