@@ -133,7 +133,7 @@ static void start_for_host(void)
 }
 
 /* Lock held: whether the thread runs or is to start (the host's answer to a kick). */
-static void hosting_update_locked(void)
+FORK_CHILD_PATH static void hosting_update_locked(void)
 {
 	bool hosting = (ctl.running && !ctl.done) ||
 		       (atomic_load_explicit(&spawn_pending, memory_order_relaxed) && !ctl.stop);

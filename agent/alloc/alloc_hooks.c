@@ -16,6 +16,7 @@
 #include "agent/alloc/alloc_sample.h"
 #include "agent/alloc/got_patch.h"
 #include "agent/alloc/live_heap.h"
+#include "common/fork_child.h"
 #include "agent/sample/sampler.h"
 #include "agent/unwind/unwind.h"
 
@@ -182,7 +183,8 @@ static struct got_patch_entry table[] = {
 
 /* Relaxed: written at start-up (installed) and by the application's dlopen/dlclose
  * (notified, a hint the host thread's service reads). */
-static _Atomic bool installed;
+/* Read by every fork child's handler: on the page it touches anyway. */
+FORK_CHILD_DATA static _Atomic bool installed;
 static _Atomic bool notified;
 /* The host thread's: rescans left in the window after a dlopen (the module appears when
  * the loader is done, which the notify does not wait for). */
@@ -205,7 +207,7 @@ int alloc_hooks_install(bool allocations)
 	return rc;
 }
 
-bool alloc_hooks_installed(void)
+FORK_CHILD_PATH bool alloc_hooks_installed(void)
 {
 	return atomic_load_explicit(&installed, memory_order_relaxed);
 }
