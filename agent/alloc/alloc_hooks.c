@@ -1,9 +1,12 @@
 /*
  * alloc_hooks.c - the allocation hooks (see alloc_hooks.h).
  *
- * The hooks in this file are async-signal-safe; install, notify and the service run in
- * normal context. Every hook is a function of its own with a frame pointer (the library is built
- * with -fno-omit-frame-pointer), so that CALLER_REGS reads its caller's state exactly.
+ * The hooks in this file are async-signal-safe in what they add to the call: each calls
+ * the allocator the application called (orig.*), in the context the application called
+ * it from, then only lock-free, allocation-free code of ours. Install, notify and the
+ * service run in normal context. Every hook is a function of its own with a frame pointer (the
+ * library is built with -fno-omit-frame-pointer), so that CALLER_REGS reads its caller's state
+ * exactly.
  */
 #include "agent/alloc/alloc_hooks.h"
 

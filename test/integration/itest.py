@@ -192,11 +192,11 @@ def dump(files, stacks=False):
     return [json.loads(line) for line in r.stdout.decode().splitlines() if line.strip()]
 
 
-def go_pprof_top(path):
+def go_pprof_top(path, sample_index="cpu-time"):
     env = dict(os.environ)
     env.setdefault("HOME", tempfile.gettempdir())
     env["PPROF_TMPDIR"] = tempfile.gettempdir()
-    r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=cpu-time", path],
+    r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=" + sample_index, path],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, env=env)
     check(r.returncode == 0, "go tool pprof -top failed on %s: %s" % (path, r.stderr.decode()))
     return r.stdout.decode()

@@ -2,10 +2,9 @@
 seen, a library loaded later hooked, and the application's malloc left alone when the
 profile is off. Workload: test/workloads/alloc_sites.c, which prints its own truth."""
 import os
-import subprocess
-import tempfile
 
-from itest import WORKLOADS, check, dump, profile_files, run_profiled, value_index
+from itest import (WORKLOADS, check, dump, go_pprof_top, profile_files, run_profiled,
+                   value_index)
 
 ALLOC = os.path.join(WORKLOADS, "alloc_sites")
 PLUGIN = os.path.join(WORKLOADS, "liballoc_plugin.so")
@@ -51,16 +50,6 @@ def rooted_space(profs):
     return rooted, total
 
 
-def go_pprof_alloc_top(path):
-    env = dict(os.environ)
-    env.setdefault("HOME", tempfile.gettempdir())
-    env["PPROF_TMPDIR"] = tempfile.gettempdir()
-    r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=alloc-space", path],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, env=env)
-    check(r.returncode == 0, "go tool pprof -top failed on %s: %s" % (path, r.stderr.decode()))
-    return r.stdout.decode()
-
-
 def test_allocation_profile_estimates_the_bytes_of_each_site(ctx):
     """2 GiB allocated at two call sites, 70% and 30% of the calls, in sizes from 16 B to
     1 MiB: alloc-space per site within 3% of the bytes the program counted, and in all.
@@ -78,7 +67,7 @@ def test_allocation_profile_estimates_the_bytes_of_each_site(ctx):
     rooted, all_space = rooted_space(profs)
     check(rooted >= 0.99 * all_space, "%.1f%% of alloc-space rooted" % (
         100.0 * rooted / max(all_space, 1)))
-    top = go_pprof_alloc_top(profile_files(os.path.join(ctx.dir, "sites"))[0])
+    top = go_pprof_top(profile_files(os.path.join(ctx.dir, "sites"))[0], "alloc-space")
     check("site_a" in top and "site_b" in top, "go tool pprof -top: %s" % top)
     return "site_a %.4f, site_b %.4f, total %.4f of the truth; rooted %.1f%%" % (
         ra, rb, rt, 100.0 * rooted / max(all_space, 1))
