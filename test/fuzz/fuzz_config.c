@@ -69,6 +69,9 @@ static const char *const names[] = {
     "PYROSCOPE_BASIC_AUTH_PASSWORD",
     "PYROSCOPE_TENANT_ID",
     "PYROSCOPE_TAGS",
+    "DD_PROFILING_ALLOCATION_ENABLED",
+    "DD_PROFILING_HEAP_ENABLED",
+    "DD_PROFILING_HEAP_SAMPLE_SIZE",
 };
 #define NVARS (sizeof(names) / sizeof(names[0]))
 /* Read with load_secret: never quoted in a line. */
