@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/fork_child.h"
+#include "common/sys_io.h"
 
 void bg_host_init(struct bg_host *h, pthread_mutex_t *lock, pthread_cond_t *cond,
 		  struct bg_host_thread *thr)
@@ -65,12 +66,22 @@ bool bg_host_try_kick(struct bg_host *h, unsigned id)
 	return true;
 }
 
+/* Tries of bg_host_wake's kick, WAKE_PAUSE_NS apart: the host thread holds the lock
+ * only while it picks a service, so a busy lock is free again within microseconds,
+ * unless this very thread holds it (a fork prepare handler): then the kick is dropped
+ * after about a millisecond. */
+#define WAKE_TRIES 100
+#define WAKE_PAUSE_NS 10000
+
 bool bg_host_wake(struct bg_host *h, unsigned id, bool start)
 {
 	if (start && h->start)
 		h->start();
-	/* A lost kick (the lock was busy) is found by the service's next due time. */
-	bg_host_try_kick(h, id);
+	/* A kick lost in the end is found by the service's next due time. */
+	for (int i = 0; i < WAKE_TRIES && !bg_host_try_kick(h, id); i++) {
+		struct timespec ts = {0, WAKE_PAUSE_NS};
+		sys_nanosleep(&ts, NULL);
+	}
 	/* Relaxed: the owner updates it under its lock; a caller that reads a stale
 	 * "not hosting" starts its own thread, one more than needed, never one less. */
 	return atomic_load_explicit(&h->hosting, memory_order_relaxed);

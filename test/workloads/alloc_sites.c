@@ -17,7 +17,8 @@
  *                                 then for seconds churns at churn_site (blocks freed at
  *                                 once, 2 GiB in all), frees the leak, and churns 2.5
  *                                 seconds more; prints the leak's bytes and the
- *                                 CLOCK_REALTIME ns at which it was complete and freed.
+ *                                 CLOCK_REALTIME ns at which it was complete, at which
+ *                                 its free began and at which it was freed.
  *   alloc_sites probe             prints which module the program's malloc slot leads
  *                                 to ("malloc_module libc.so.6" when nothing hooks it).
  * Lines are "name value", read by the integration tests.
@@ -237,6 +238,8 @@ static int run_leak(uint64_t leak, double seconds)
 	       (unsigned long long)realtime_ns());
 	fflush(stdout);
 	churn((uint64_t)2 << 30, seconds);
+	printf("leak_free_start_ns %llu\n", (unsigned long long)realtime_ns());
+	fflush(stdout);
 	for (size_t i = 0; i < n; i++)
 		free(blocks[i]);
 	printf("leak_freed_ns %llu\n", (unsigned long long)realtime_ns());
