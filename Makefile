@@ -35,11 +35,12 @@ WORKLOAD_SPECIAL := test/workloads/early_thread.c test/workloads/libchurn.c \
 	test/workloads/libwrapcreate.c test/workloads/wrap_create.c \
 	test/workloads/liballoc_caller.c test/workloads/liballoc_slowreloc.c \
 	test/workloads/libctor_apply.c test/workloads/alloc_nopie.c test/workloads/got_patch_shim.c \
-	test/workloads/liballoc_plugin.c
+	test/workloads/liballoc_plugin.c test/workloads/liballoc_early.c
 WORKLOAD_SRCS := $(filter-out $(WORKLOAD_SPECIAL),$(wildcard test/workloads/*.c))
 WORKLOAD_BINS := $(WORKLOAD_SRCS:test/workloads/%.c=$(BUILD)/workloads/%) \
 	$(BUILD)/workloads/omitfp_threads $(BUILD)/workloads/libchurn.so \
-	$(BUILD)/workloads/wrap_create $(BUILD)/workloads/liballoc_plugin.so
+	$(BUILD)/workloads/wrap_create $(BUILD)/workloads/liballoc_plugin.so \
+	$(BUILD)/workloads/alloc_cxx $(BUILD)/workloads/liballoc_early.so
 
 # cgo Go programs (test/workloads/go, standard library only): built when go is installed
 # (golang-go, which scripts/install-deps installs for `go tool pprof`). Go 1.19 ships
@@ -162,6 +163,18 @@ $(BUILD)/workloads/liballoc_plugin.so: test/workloads/liballoc_plugin.c
 	@echo "  CC      $@"
 	@$(CC) -shared -fPIC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Werror $< -o $@
 
+# C++ allocations (operator new/delete through libstdc++); -O1: no new/delete pair elided.
+$(BUILD)/workloads/alloc_cxx: test/workloads/alloc_cxx.cc
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $@"
+	@$(CXX) -O1 -g -fno-omit-frame-pointer -std=c++17 -Wall -Werror $< -o $@
+
+# A library whose constructor starts an allocating thread before libddprof's runs.
+$(BUILD)/workloads/liballoc_early.so: test/workloads/liballoc_early.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -shared -fPIC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -fno-builtin -pthread -Wall -Werror $< -o $@ -ldl
+
 $(BUILD)/workloads/libchurn.so: test/workloads/libchurn.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
@@ -201,11 +214,11 @@ unit: $(UNIT_BINS)
 	@bash scripts/run-unit $(UNIT_BINS)
 
 # ThreadSanitizer build of the lock-free structures and their stress tests.
-TSAN_TESTS := test_bg_host test_live_table test_live_table_signals test_live_table_stress test_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
+TSAN_TESTS := test_bg_host test_live_table test_live_table_signals test_live_table_stress test_live_heap_stress test_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
 	test_app_signals \
 	test_threads
 TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_thread.c agent/store/region.c \
-	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c
+	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c agent/alloc/live_heap.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
 	agent/unwind/cfi_table_find.c agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \

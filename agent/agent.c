@@ -114,7 +114,7 @@ FORK_CHILD_PATH static void restore_signal_mask_child(void)
 
 /* The memory profiles asked for (start-up: agent_start installs them). */
 static bool alloc_wanted, heap_wanted;
-static uint64_t alloc_interval;
+static uint64_t alloc_interval, heap_table_bytes;
 
 int agent_init(const struct config *cfg)
 {
@@ -160,6 +160,7 @@ int agent_init(const struct config *cfg)
 	alloc_wanted = cfg->allocation_enabled;
 	heap_wanted = cfg->heap_enabled;
 	alloc_interval = cfg->alloc_interval;
+	heap_table_bytes = cfg->heap_table_bytes;
 	if (alloc_wanted || heap_wanted)
 		got_patch_place(fork_local_alloc(sizeof(pthread_mutex_t)));
 	return signo;
@@ -174,7 +175,7 @@ static void start_allocations(void)
 	alloc_sample_set_interval(alloc_interval);
 	bool heap = false;
 	if (heap_wanted) {
-		int rc = live_heap_init(LIVE_TABLE_DEFAULT_BUDGET);
+		int rc = live_heap_init(heap_table_bytes);
 		if (rc < 0)
 			log_warn("cannot map the live heap's table (%s); no heap profile",
 				 strerror(-rc));
@@ -414,4 +415,13 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->unwind_cache_stored = cs.stored;
 	d->unwind_cache_failures = cs.refused + cs.store_failures;
 	d->sandbox_skips = sandbox_skips();
+	d->alloc_samples = alloc_hooks_samples();
+	struct live_heap_stats hs;
+	live_heap_get_stats(&hs);
+	d->heap_live_samples = hs.table.entries;
+	d->heap_table_bytes = hs.table.bytes;
+	d->heap_table_overflows = hs.table.overflows;
+	d->heap_stacks = hs.stacks;
+	d->heap_stacks_refused = hs.stacks_refused;
+	d->heap_profiler_bytes = live_heap_on() ? live_heap_own_bytes(&hs) : 0;
 }

@@ -165,6 +165,13 @@ struct agent_diagnostics {
 	uint64_t unwind_cache_stored;
 	uint64_t unwind_cache_failures;
 	uint64_t sandbox_skips;
+	uint64_t alloc_samples;
+	uint64_t heap_live_samples;
+	uint64_t heap_table_bytes;
+	uint64_t heap_table_overflows;
+	uint64_t heap_stacks;
+	uint64_t heap_stacks_refused;
+	uint64_t heap_profiler_bytes;
 };
 /* Any thread but a signal handler; all zero while the agent does not run. */
 void agent_get_diagnostics(struct agent_diagnostics *out);

@@ -293,42 +293,23 @@ static void load_upload_period(struct loader *ld, struct config *out)
 		 (double)out->upload_period_ns / NSEC_PER_SEC);
 }
 
-static void load_max_memory(struct loader *ld, struct config *out)
+/* A size variable (suffixes K, M, G): *out keeps its default unless the value is in
+ * lo..hi. */
+static void load_size(struct loader *ld, const char *name, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-	const char *v = lookup(ld, "DD_PROFILING_MAX_MEMORY");
-	char lo[NUM_BUF], hi[NUM_BUF], dflt[NUM_BUF];
+	const char *v = lookup(ld, name);
+	char lo_s[NUM_BUF], hi_s[NUM_BUF], dflt[NUM_BUF];
 	uint64_t bytes;
 	if (!v)
 		return;
-	if (parse_size(v, &bytes) && bytes >= CONFIG_MIN_MAX_MEMORY &&
-	    bytes <= CONFIG_MAX_MAX_MEMORY) {
-		out->max_memory = bytes;
+	if (parse_size(v, &bytes) && bytes >= lo && bytes <= hi) {
+		*out = bytes;
 		return;
 	}
 	warn_bad(ld, v,
 		 "is not a size in %s..%s (integer, optional suffix K, M or G); "
 		 "using the default %s",
-		 fmt_size(lo, CONFIG_MIN_MAX_MEMORY), fmt_size(hi, CONFIG_MAX_MAX_MEMORY),
-		 fmt_size(dflt, out->max_memory));
-}
-
-static void load_alloc_interval(struct loader *ld, struct config *out)
-{
-	const char *v = lookup(ld, "DD_PROFILING_HEAP_SAMPLE_SIZE");
-	char lo[NUM_BUF], hi[NUM_BUF], dflt[NUM_BUF];
-	uint64_t bytes;
-	if (!v)
-		return;
-	if (parse_size(v, &bytes) && bytes >= CONFIG_MIN_ALLOC_INTERVAL &&
-	    bytes <= CONFIG_MAX_ALLOC_INTERVAL) {
-		out->alloc_interval = bytes;
-		return;
-	}
-	warn_bad(ld, v,
-		 "is not a size in %s..%s (integer, optional suffix K, M or G); "
-		 "using the default %s",
-		 fmt_size(lo, CONFIG_MIN_ALLOC_INTERVAL), fmt_size(hi, CONFIG_MAX_ALLOC_INTERVAL),
-		 fmt_size(dflt, out->alloc_interval));
+		 fmt_size(lo_s, lo), fmt_size(hi_s, hi), fmt_size(dflt, *out));
 }
 
 static void load_signal(struct loader *ld, struct config *out)
@@ -713,6 +694,7 @@ static void set_defaults(struct config *out)
 	out->upload_period_ns = CONFIG_DEFAULT_UPLOAD_PERIOD_NS;
 	out->max_memory = CONFIG_DEFAULT_MAX_MEMORY;
 	out->alloc_interval = CONFIG_DEFAULT_ALLOC_INTERVAL;
+	out->heap_table_bytes = CONFIG_DEFAULT_HEAP_TABLE;
 	out->log_level = LOG_LEVEL_WARN;
 	out->upload_timeout_ns = CONFIG_DEFAULT_UPLOAD_TIMEOUT_NS;
 	out->exit_flush_timeout_ns = CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS;
@@ -749,11 +731,15 @@ int config_load_with(struct config *out, config_getenv_fn get, bool secure_execu
 	load_upload_period(&ld, out);
 	load_output_dir(&ld, out);
 	load_unwind_cache_dir(&ld, out);
-	load_max_memory(&ld, out);
+	load_size(&ld, "DD_PROFILING_MAX_MEMORY", CONFIG_MIN_MAX_MEMORY, CONFIG_MAX_MAX_MEMORY,
+		  &out->max_memory);
 	out->allocation_enabled =
 	    load_bool(&ld, "DD_PROFILING_ALLOCATION_ENABLED", out->allocation_enabled);
 	out->heap_enabled = load_bool(&ld, "DD_PROFILING_HEAP_ENABLED", out->heap_enabled);
-	load_alloc_interval(&ld, out);
+	load_size(&ld, "DD_PROFILING_HEAP_SAMPLE_SIZE", CONFIG_MIN_ALLOC_INTERVAL,
+		  CONFIG_MAX_ALLOC_INTERVAL, &out->alloc_interval);
+	load_size(&ld, "DD_PROFILING_HEAP_TABLE_SIZE", CONFIG_MIN_HEAP_TABLE, CONFIG_MAX_HEAP_TABLE,
+		  &out->heap_table_bytes);
 	load_signal(&ld, out);
 	load_string(&ld, "DD_SERVICE", out->service, sizeof(out->service));
 	load_string(&ld, "DD_ENV", out->env, sizeof(out->env));

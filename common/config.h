@@ -39,6 +39,13 @@
 #define CONFIG_DEFAULT_ALLOC_INTERVAL (512ULL << 10)
 #define CONFIG_MIN_ALLOC_INTERVAL 1ULL
 #define CONFIG_MAX_ALLOC_INTERVAL (1ULL << 40)
+/* DD_PROFILING_HEAP_TABLE_SIZE: the live heap's table, mapped once and never grown
+ * (agent/alloc/live_table.h). 8 MiB hold about 250 000 live samples: 125 GiB of live
+ * heap at the default interval. The whole table is resident in a process that calls
+ * mlockall, hence a default well below the largest a user may ask for. */
+#define CONFIG_DEFAULT_HEAP_TABLE (8ULL << 20)
+#define CONFIG_MIN_HEAP_TABLE (64ULL << 10)
+#define CONFIG_MAX_HEAP_TABLE (1ULL << 30)
 #define CONFIG_TAG_MAX 256   /* buffer of DD_SERVICE, DD_ENV, DD_VERSION (incl. NUL) */
 #define CONFIG_TAGS_MAX 2048 /* buffer of DD_TAGS (incl. NUL) */
 #define CONFIG_PATH_MAX 1024
@@ -68,6 +75,7 @@ struct config {
 	bool allocation_enabled; /* DD_PROFILING_ALLOCATION_ENABLED, default false */
 	bool heap_enabled;	 /* DD_PROFILING_HEAP_ENABLED, default false */
 	uint64_t alloc_interval; /* DD_PROFILING_HEAP_SAMPLE_SIZE, bytes (suffixes as above) */
+	uint64_t heap_table_bytes; /* DD_PROFILING_HEAP_TABLE_SIZE, bytes (suffixes as above) */
 	/* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else SIGPROF or a signo
 	 * in SIGRTMIN..SIGRTMAX (config.c: signal_allowed) */
 	int signal;

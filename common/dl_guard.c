@@ -77,6 +77,8 @@ static void *libc_fn(const char *name, void **slot)
 }
 
 static void *libc_dlopen, *libc_dlclose;
+/* Relaxed: a hint polled by the host thread's services. */
+static _Atomic uint64_t loads;
 
 void *dl_guard_dlopen(const char *file, int mode)
 {
@@ -87,7 +89,14 @@ void *dl_guard_dlopen(const char *file, int mode)
 	dl_guard_lock();
 	void *h = open_fn(file, mode);
 	dl_guard_unlock();
+	if (h)
+		atomic_fetch_add_explicit(&loads, 1, memory_order_relaxed);
 	return h;
+}
+
+uint64_t dl_guard_loads(void)
+{
+	return atomic_load_explicit(&loads, memory_order_relaxed);
 }
 
 void dl_guard_wait_loader(void)

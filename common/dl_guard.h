@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Start-up, before the fork handlers are registered: where the lock lives (zeroed
  * memory that a fork child finds zeroed again, the fork-local page; NULL keeps the
@@ -33,6 +34,10 @@ bool dl_guard_unload_allowed(void);
 
 /* dlopen under the guard: for every library the profiler loads. */
 void *dl_guard_dlopen(const char *file, int mode);
+/* Loads dl_guard_dlopen made that succeeded: a relaxed counter, which whoever tracks
+ * the loaded modules polls (the application's loads go through the exported wrapper,
+ * which tells them itself). */
+uint64_t dl_guard_loads(void);
 
 /* dlclose under the guard: for every library the profiler unloads. Returns dlclose's
  * result (-1 if libc's cannot be found). */

@@ -360,6 +360,13 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.unwind_cache_stored = ad.unwind_cache_stored;
 		d.unwind_cache_failures = ad.unwind_cache_failures;
 		d.sandbox_skips = ad.sandbox_skips;
+		d.alloc_samples = ad.alloc_samples;
+		d.heap_live_samples = ad.heap_live_samples;
+		d.heap_table_bytes = ad.heap_table_bytes;
+		d.heap_table_overflows = ad.heap_table_overflows;
+		d.heap_stacks = ad.heap_stacks;
+		d.heap_stacks_refused = ad.heap_stacks_refused;
+		d.heap_profiler_bytes = ad.heap_profiler_bytes;
 	}
 	memset(out, 0, size);
 	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));

@@ -19,6 +19,7 @@
 #include "agent/alloc/alloc_sample.h"
 #include "agent/alloc/got_patch.h"
 #include "agent/alloc/live_heap.h"
+#include "common/dl_guard.h"
 #include "common/fork_child.h"
 #include "agent/sample/sampler.h"
 #include "agent/unwind/unwind.h"
@@ -29,6 +30,8 @@ static struct alloc_originals orig;
 static __thread bool in_reallocarray __attribute__((tls_model("initial-exec")));
 /* Relaxed: set at start-up, before any GOT slot points to a hook. */
 static _Atomic bool record_allocations;
+/* Relaxed: a counter for diagnostics. */
+static _Atomic uint64_t samples_recorded;
 
 /* The registers of the hook's caller at its call: the pc of the call instruction (the
  * return address minus one: a call that ends a function must not be named after the
@@ -54,6 +57,7 @@ static __attribute__((noinline)) void sampled(void *p, uint64_t size, uint64_t w
 	if (allocations) {
 		const uint64_t values[2] = {1, weight};
 		sampler_caller_record(&c, PROFILE_ALLOC, values);
+		atomic_fetch_add_explicit(&samples_recorded, 1, memory_order_relaxed);
 	}
 	if (heap)
 		live_heap_track((uintptr_t)p, size, weight, c.tid, c.pcs, c.n);
@@ -192,6 +196,10 @@ static _Atomic bool notified;
 /* The host thread's: rescans left in the window after a dlopen (the module appears when
  * the loader is done, which the notify does not wait for). */
 static unsigned rescans_left;
+/* The host thread's: the profiler's own loads (libdw, libcurl, zlib: dl_guard_dlopen)
+ * already patched. Its threads' allocations from them are its share ("[profiler]"),
+ * seen from the host's next pass after the load. */
+static uint64_t own_loads_seen;
 
 /* After a dlopen or dlclose: rescans every RESCAN_POLL_NS, RESCAN_POLLS times; and every
  * RESCAN_PERIOD_NS anyway (libraries libc loads itself: NSS modules, iconv). */
@@ -223,7 +231,9 @@ void alloc_hooks_notify(void)
 
 bool alloc_hooks_rescan_wanted(void)
 {
-	return atomic_load_explicit(&notified, memory_order_relaxed);
+	return atomic_load_explicit(&notified, memory_order_relaxed) ||
+	       (atomic_load_explicit(&installed, memory_order_relaxed) &&
+		dl_guard_loads() != own_loads_seen);
 }
 
 uint64_t alloc_hooks_service(uint64_t now_ns)
@@ -232,10 +242,17 @@ uint64_t alloc_hooks_service(uint64_t now_ns)
 		return UINT64_MAX;
 	if (atomic_exchange_explicit(&notified, false, memory_order_relaxed))
 		rescans_left = RESCAN_POLLS;
+	/* dl_guard_dlopen returned: those modules are complete. */
+	own_loads_seen = dl_guard_loads();
 	got_patch_apply(table, TABLE_N); /* returns at once when nothing changed */
 	if (rescans_left > 0) {
 		rescans_left--;
 		return now_ns + RESCAN_POLL_NS;
 	}
 	return now_ns + RESCAN_PERIOD_NS;
+}
+
+uint64_t alloc_hooks_samples(void)
+{
+	return atomic_load_explicit(&samples_recorded, memory_order_relaxed);
 }

@@ -9,7 +9,7 @@
  * through exported symbols: with profiling off no allocation passes through us.
  * Each hook calls the original first, then counts the bytes against the thread's
  * sampling countdown (agent/alloc/alloc_sample.h); a sampled allocation is unwound from
- * the hook's caller and recorded (agent/sample/sampler.h: sampler_record_caller). A
+ * the hook's caller and recorded (agent/sample/sampler.h: sampler_caller_begin). A
  * realloc counts as a free of the old block and an allocation of the new size.
  * Known limit: the slots of a library dlopen'ed later are patched by the profiler's
  * thread within milliseconds of its load (dlopen itself cannot be wrapped past its
@@ -55,5 +55,7 @@ bool alloc_hooks_rescan_wanted(void);
  * none was); returns when it is next due (CLOCK_MONOTONIC; UINT64_MAX when nothing is
  * installed). */
 uint64_t alloc_hooks_service(uint64_t now_ns);
+/* Sampled allocations recorded (any thread, a relaxed load). */
+uint64_t alloc_hooks_samples(void);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "agent/store/region.h"
 #include "agent/store/trie.h"
+#include "agent/unwind/unwind.h"
 
 struct live_table live_heap_table;
 /* Relaxed: set at start-up before any hook can run. */
@@ -83,6 +84,18 @@ void live_heap_add_to(struct profile *p)
 	if (!live_heap_on())
 		return;
 	live_table_for_each(&live_heap_table, add_entry, p);
+	/* The memory the live heap itself holds, in the profiler's share beside what the
+	 * profiler's threads allocated (sampler_caller_begin). */
+	struct live_heap_stats st;
+	live_heap_get_stats(&st);
+	const uintptr_t pc = PC_PROFILER;
+	const uint64_t values[PROFILE_VALUES_MAX] = {0, live_heap_own_bytes(&st)};
+	profiles_add_to(p, PROFILE_HEAP, 0, &pc, 1, values);
+}
+
+uint64_t live_heap_own_bytes(const struct live_heap_stats *st)
+{
+	return st->table.touched_bound + st->stack_bytes;
 }
 
 bool live_heap_room_wanted(void)

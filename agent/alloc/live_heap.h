@@ -43,7 +43,8 @@ void live_heap_retrack(const struct live_table_entry *e);
 
 /* The host thread, on the snapshot's profile (quiescent after the swap): adds every live
  * allocation to it as PROFILE_HEAP samples of its stack (inuse-objects: the objects its
- * weight stands for; inuse-space: its weight). */
+ * weight stands for; inuse-space: its weight), and the live heap's own memory
+ * (live_heap_own_bytes) as inuse-space of the frame PC_PROFILER. */
 void live_heap_add_to(struct profile *p);
 
 /* The host thread: whether the stack store asked for memory, and mapping it. */
@@ -60,6 +61,9 @@ struct live_heap_stats {
 	uint64_t stacks_refused; /* samples not tracked: the store was full */
 };
 void live_heap_get_stats(struct live_heap_stats *out);
+/* The memory the live heap holds: the table's pages written (at most) and the stack
+ * store's mapped chunks. */
+uint64_t live_heap_own_bytes(const struct live_heap_stats *st);
 
 /* The table, for live_heap_untrack's inline fast path. */
 extern struct live_table live_heap_table;

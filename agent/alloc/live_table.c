@@ -245,6 +245,7 @@ bool live_table_insert(struct live_table *t, uintptr_t addr, uint64_t ref, uint6
 			atomic_fetch_or_explicit(&t->ctrl[j], live_table_tag(h) << tag_shift(s),
 						 memory_order_relaxed);
 			atomic_fetch_add_explicit(&t->entries, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&t->inserted, 1, memory_order_relaxed);
 			if (d)
 				atomic_fetch_add_explicit(&t->displaced, 1, memory_order_relaxed);
 			return true;
@@ -342,18 +343,15 @@ void live_table_for_each(const struct live_table *t,
 	}
 }
 
-void live_table_stats(const struct live_table *t, struct live_table_stats *out)
+static void zero_counters(struct live_table *t)
 {
-	*out = (struct live_table_stats){
-	    .entries = atomic_load_explicit(&t->entries, memory_order_relaxed),
-	    .capacity = t->nbuckets * LIVE_TABLE_BUCKET_SLOTS,
-	    .overflows = atomic_load_explicit(&t->overflows, memory_order_relaxed),
-	    .replaced = atomic_load_explicit(&t->replaced, memory_order_relaxed),
-	    .displaced = atomic_load_explicit(&t->displaced, memory_order_relaxed),
-	    .probes = atomic_load_explicit(&t->probes, memory_order_relaxed),
-	    .false_hits = atomic_load_explicit(&t->false_hits, memory_order_relaxed),
-	    .bytes = t->map_len,
-	};
+	atomic_store_explicit(&t->entries, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->inserted, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->overflows, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->replaced, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->displaced, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->probes, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->false_hits, 0, memory_order_relaxed);
 }
 
 /* Bytes of the control words of nbuckets buckets, up to the slots' first cache line. */
@@ -368,14 +366,23 @@ static size_t table_bytes(uint64_t nbuckets)
 	       nbuckets * LIVE_TABLE_BUCKET_SLOTS * sizeof(struct live_table_slot);
 }
 
-static void zero_counters(struct live_table *t)
+void live_table_stats(const struct live_table *t, struct live_table_stats *out)
 {
-	atomic_store_explicit(&t->entries, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->overflows, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->replaced, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->displaced, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->probes, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->false_hits, 0, memory_order_relaxed);
+	*out = (struct live_table_stats){
+	    .entries = atomic_load_explicit(&t->entries, memory_order_relaxed),
+	    .capacity = t->nbuckets * LIVE_TABLE_BUCKET_SLOTS,
+	    .overflows = atomic_load_explicit(&t->overflows, memory_order_relaxed),
+	    .replaced = atomic_load_explicit(&t->replaced, memory_order_relaxed),
+	    .displaced = atomic_load_explicit(&t->displaced, memory_order_relaxed),
+	    .probes = atomic_load_explicit(&t->probes, memory_order_relaxed),
+	    .false_hits = atomic_load_explicit(&t->false_hits, memory_order_relaxed),
+	    .bytes = t->map_len,
+	};
+	/* Each insert writes one slot, on a page of its own at worst. */
+	uint64_t inserted = atomic_load_explicit(&t->inserted, memory_order_relaxed);
+	uint64_t slots = t->map_len - ctrl_bytes(t->nbuckets);
+	uint64_t touched = inserted * page_size();
+	out->touched_bound = ctrl_bytes(t->nbuckets) + (touched < slots ? touched : slots);
 }
 
 int live_table_init(struct live_table *t, size_t budget)

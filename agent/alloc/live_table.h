@@ -47,9 +47,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The budget when the configuration gives none: 32 MiB hold about a million entries,
- * 512 GiB of live heap sampled at the default 512 KiB. */
-#define LIVE_TABLE_DEFAULT_BUDGET ((size_t)32 << 20)
 /* Slots of a bucket: seven tag bytes and the overflow count fill one 64-bit control
  * word, read with one load. */
 #define LIVE_TABLE_BUCKET_SLOTS 7
@@ -89,6 +86,7 @@ struct live_table {
 	/* Counters (relaxed): written by inserts and by removes that found a tag, never by
 	 * a remove of an address that no tag matches. */
 	alignas(64) _Atomic uint64_t entries; /* entries in the table */
+	_Atomic uint64_t inserted;	      /* inserts that placed an entry, ever */
 	_Atomic uint64_t overflows;	      /* inserts refused: no free slot in reach */
 	_Atomic uint64_t replaced;   /* inserts that replaced an entry of the same address */
 	_Atomic uint64_t displaced;  /* entries outside their home bucket */
@@ -98,7 +96,8 @@ struct live_table {
 
 struct live_table_stats {
 	uint64_t entries, capacity, overflows, replaced, displaced, probes, false_hits;
-	size_t bytes; /* of the mapping */
+	size_t bytes;		/* of the mapping */
+	uint64_t touched_bound; /* of them, written at most: resident unless swapped out */
 };
 
 /*

@@ -423,7 +423,7 @@ void sampler_thread_end(const struct sampler_thread_root *root)
 	ts->recorded_ns = cpu;
 }
 
-/* The pc buffer and tid of sampler_record_caller: not the handler's buffer (a profiling
+/* The pc buffer and tid of sampler_caller_begin: not the handler's buffer (a profiling
  * signal may land while a hook unwinds), and a tid cached for the fork generation it
  * was read in. initial-exec: hooks run where the handler runs, lazy TLS is not allowed. */
 struct caller_state {
@@ -438,11 +438,19 @@ static __thread struct caller_state tls_caller __attribute__((tls_model("initial
 bool sampler_caller_begin(const struct unwind_regs *caller, struct sampler_caller *out)
 {
 	struct caller_state *cs = &tls_caller;
-	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || own_thread_is_self() ||
-	    cs->recording)
+	if (!atomic_load_explicit(&sampler_enabled, memory_order_relaxed) || cs->recording)
 		return false;
 	cs->recording = true;
 	out->saved_errno = errno;
+	if (own_thread_is_self()) {
+		/* The profiler's own allocations (libcurl, zlib, libdw on its threads): its
+		 * share, one frame, never an application stack. */
+		cs->pcs[0] = PC_PROFILER;
+		out->pcs = cs->pcs;
+		out->n = 1;
+		out->tid = 0;
+		return true;
+	}
 	uint32_t g = atomic_load_explicit(&fork_gen, memory_order_relaxed);
 	if (cs->gen != g) {
 		cs->gen = g;

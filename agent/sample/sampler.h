@@ -104,9 +104,10 @@ struct sampler_caller {
 };
 /* async-signal-safe. Unwinds the stack of a hook's caller in the calling thread: caller
  * holds the pc of its call (the return address minus one), its stack pointer as the
- * call left it and its frame pointer (agent/alloc/alloc_hooks.c). false, and nothing to
- * end, on the profiler's own threads, while sampling is off, or nested (a signal handler
- * of the application that allocates while the thread records). Then any number of
+ * call left it and its frame pointer (agent/alloc/alloc_hooks.c). On the profiler's own
+ * threads the stack is the one frame PC_PROFILER, tid 0: the profiler's share. false,
+ * and nothing to end, while sampling is off or nested (a signal handler of the
+ * application that allocates while the thread records). Then any number of
  * sampler_caller_record, and sampler_caller_end, which restores errno. */
 bool sampler_caller_begin(const struct unwind_regs *caller, struct sampler_caller *out);
 /* async-signal-safe. Records a sample of kind with values (profile_types.h) at c's stack

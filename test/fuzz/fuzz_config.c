@@ -72,6 +72,7 @@ static const char *const names[] = {
     "DD_PROFILING_ALLOCATION_ENABLED",
     "DD_PROFILING_HEAP_ENABLED",
     "DD_PROFILING_HEAP_SAMPLE_SIZE",
+    "DD_PROFILING_HEAP_TABLE_SIZE",
 };
 #define NVARS (sizeof(names) / sizeof(names[0]))
 /* Read with load_secret: never quoted in a line. */

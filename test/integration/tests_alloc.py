@@ -3,8 +3,8 @@ seen, a library loaded later hooked, and the application's malloc left alone whe
 profile is off. Workload: test/workloads/alloc_sites.c, which prints its own truth."""
 import os
 
-from itest import (WORKLOADS, check, dump, go_pprof_top, profile_files, run_profiled,
-                   value_index)
+from itest import (PROFILER_FRAME, WORKLOADS, check, dump, go_pprof_top, profile_files,
+                   run_profiled, value_index)
 
 ALLOC = os.path.join(WORKLOADS, "alloc_sites")
 PLUGIN = os.path.join(WORKLOADS, "liballoc_plugin.so")
@@ -128,7 +128,9 @@ def test_live_heap_holds_what_is_still_allocated(ctx):
     frees the leak. Every profile that ends after the leak is complete and before it is
     freed holds leak_site's inuse-space within 5% of the bytes leaked (interval 16 KiB:
     a 1.2% standard deviation; the same sampled blocks in each profile, no reset between
-    them), churn_site's under 1 MiB; the profile after the free holds under 1% of it."""
+    them), churn_site's under 1 MiB; the profile after the free holds under 1% of it.
+    The live heap's own memory is in ddprof_get_diagnostics and in each profile's
+    "[profiler]" inuse-space, within the table's and the stack store's bounds."""
     out = os.path.join(ctx.dir, "leak")
     env = {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_HEAP_ENABLED": "true",
            "DD_PROFILING_HEAP_SAMPLE_SIZE": "16K", "DD_PROFILING_UPLOAD_PERIOD": "1"}
@@ -162,6 +164,22 @@ def test_live_heap_holds_what_is_still_allocated(ctx):
     bad = [r for r, c in during if abs(r - 1) > 0.05 or c > (1 << 20)]
     check(not bad, "inuse-space / leak, churn bytes: %r" % during)
     check(after and all(r < 0.01 for r in after), "after the free: %r" % after)
-    return "leak held: %s of the truth in %d profiles; after the free: %s" % (
+    # The memory the live heap holds: in ddprof_get_diagnostics, bounded by the table
+    # (8 MiB by default) and the stack store's ceiling (16 MiB), and in every heap
+    # profile as "[profiler]" inuse-space.
+    diag = {k[len("diag_"):]: int(v) for k, _, v in
+            (line.partition(" ") for line in stdout.splitlines()) if k.startswith("diag_")}
+    bound = diag.get("heap_table_bytes", 0) + (16 << 20)
+    check(7 << 20 < diag.get("heap_table_bytes", 0) <= 8 << 20, "diagnostics: %r" % diag)
+    check(diag["heap_table_overflows"] == 0 and diag["heap_stacks_refused"] == 0
+          and diag["heap_live_samples"] <= 16 and diag["heap_stacks"] >= 2
+          and diag["alloc_samples"] == 0 and 0 < diag["heap_profiler_bytes"] <= bound,
+          "diagnostics: %r" % diag)
+    own = [p["functions"].get(PROFILER_FRAME, {"self": [0] * 8})["self"][
+        value_index(p, "inuse-space")] for p in profs]
+    check(all(0 < b <= bound for b in own), "[profiler] inuse-space per profile: %r" % own)
+    return ("leak held: %s of the truth in %d profiles; after the free: %s; [profiler] "
+            "inuse-space %.1f to %.1f MiB; %d stacks kept") % (
         ", ".join("%.4f" % r for r, _c in during), len(during),
-        ", ".join("%.4f" % r for r in after))
+        ", ".join("%.4f" % r for r in after), min(own) / 2**20, max(own) / 2**20,
+        diag["heap_stacks"])

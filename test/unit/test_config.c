@@ -348,6 +348,27 @@ START_TEST(test_allocation_settings_and_a_bad_interval_keeps_the_default)
 }
 END_TEST
 
+/* DD_PROFILING_HEAP_TABLE_SIZE sizes the live heap's table: 8 MiB by default, 64 KiB to
+ * 1 GiB; a bad one warns and keeps the default. */
+START_TEST(test_heap_table_size_and_a_bad_one_keeps_the_default)
+{
+	struct config cfg;
+	load_one_good(&cfg, "DD_PROFILING_HEAP_ENABLED", "true");
+	ck_assert_uint_eq(cfg.heap_table_bytes, 8 << 20);
+	load_one_good(&cfg, "DD_PROFILING_HEAP_TABLE_SIZE", "64M");
+	ck_assert_uint_eq(cfg.heap_table_bytes, 64 << 20);
+	load_one_good(&cfg, "DD_PROFILING_HEAP_TABLE_SIZE", "64K");
+	ck_assert_uint_eq(cfg.heap_table_bytes, 64 << 10);
+	static const char *const bad[] = {"0", "63K", "2G", "-1", "lots"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_HEAP_TABLE_SIZE", bad[i]);
+		ck_assert_msg(cfg.heap_table_bytes == 8 << 20, "\"%s\": %llu", bad[i],
+			      (unsigned long long)cfg.heap_table_bytes);
+	}
+	ck_assert_ptr_nonnull(strstr(seen_stderr, "using the default 8MiB"));
+}
+END_TEST
+
 START_TEST(test_signal_accepts_sigprof_and_realtime_signals)
 {
 	const struct {
@@ -685,6 +706,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_max_memory_accepts_binary_suffixes_in_any_case);
 	tcase_add_test(tc, test_bad_max_memory_warns_once_and_uses_default);
 	tcase_add_test(tc, test_allocation_settings_and_a_bad_interval_keeps_the_default);
+	tcase_add_test(tc, test_heap_table_size_and_a_bad_one_keeps_the_default);
 	tcase_add_test(tc, test_signal_accepts_sigprof_and_realtime_signals);
 	tcase_add_test(tc, test_refused_signal_warns_once_and_uses_auto);
 	tcase_add_test(tc, test_bad_signal_warns_once_and_uses_auto);

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/unwind/unwind.h"
 #include "test/unit/check_run.h"
 
 static struct profile_pair pp;
@@ -119,6 +120,35 @@ START_TEST(test_a_fork_child_inherits_the_live_heap_with_its_stacks)
 }
 END_TEST
 
+/* The live heap's own memory is in every heap profile as inuse-space of "[profiler]":
+ * the table's pages written so far (the control words, a page per insert at most, never
+ * more than the mapping) and the stack store. */
+START_TEST(test_the_live_heaps_own_memory_is_the_profilers_share)
+{
+	struct live_heap_stats st0, st1;
+	live_heap_get_stats(&st0);
+	struct found f0 = heap_at(PC_PROFILER);
+	ck_assert_int_eq(f0.stacks, 1);
+	ck_assert_uint_eq(f0.bytes, live_heap_own_bytes(&st0));
+	ck_assert_uint_eq(f0.objects, 0);
+	ck_assert_uint_le(st0.table.touched_bound, st0.table.bytes);
+	ck_assert_uint_gt(st0.stack_bytes, 0);
+	const uintptr_t stack[] = {0x7171, 0x7272};
+	for (uintptr_t i = 0; i < 4; i++)
+		live_heap_track(0x400000 + i * 0x1000, 64, 1 << 19, 3, stack, 2);
+	live_heap_get_stats(&st1);
+	ck_assert_uint_eq(heap_at(PC_PROFILER).bytes, live_heap_own_bytes(&st1));
+	ck_assert_uint_le(st1.table.touched_bound, st1.table.bytes);
+	/* Four more inserts: four pages more at most, and no fewer than one more than
+	 * before unless the whole mapping was already counted. */
+	ck_assert_uint_le(st1.table.touched_bound, st0.table.touched_bound + 4 * 4096);
+	ck_assert(st1.table.touched_bound > st0.table.touched_bound ||
+		  st1.table.touched_bound == st1.table.bytes);
+	for (uintptr_t i = 0; i < 4; i++)
+		ck_assert(live_heap_untrack(0x400000 + i * 0x1000, NULL));
+}
+END_TEST
+
 static Suite *live_heap_suite(void)
 {
 	Suite *s = suite_create("live_heap");
@@ -126,6 +156,7 @@ static Suite *live_heap_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_tracked_allocations_stay_in_every_profile_until_untracked);
 	tcase_add_test(tc, test_a_fork_child_inherits_the_live_heap_with_its_stacks);
+	tcase_add_test(tc, test_the_live_heaps_own_memory_is_the_profilers_share);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -18,9 +18,18 @@
  *                                 once, 2 GiB in all), frees the leak, and churns 2.5
  *                                 seconds more; prints the leak's bytes and the
  *                                 CLOCK_REALTIME ns at which it was complete, at which
- *                                 its free began and at which it was freed.
+ *                                 its free began and at which it was freed; with the
+ *                                 agent, its live heap diagnostics at the end.
  *   alloc_sites probe             prints which module the program's malloc slot leads
  *                                 to ("malloc_module libc.so.6" when nothing hooks it).
+ *   alloc_sites early [MiB=256]   with liballoc_early.so preloaded: lets its thread
+ *                                 (allocating since before libddprof's constructor)
+ *                                 run 1 s more, stops it; grows a block with realloc to
+ *                                 MiB in 64 KiB steps at early_realloc_site after having
+ *                                 the wrapper look its functions up again from inside
+ *                                 the next malloc; prints the thread's bytes since main
+ *                                 began and in all, the realloc bytes, and the
+ *                                 wrapper's counts.
  * Lines are "name value", read by the integration tests.
  */
 #define _GNU_SOURCE
@@ -32,6 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../preload/ddprof.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
 
@@ -219,6 +230,24 @@ static void churn(uint64_t bytes, double seconds)
 	}
 }
 
+/* The live heap's counters of ddprof_get_diagnostics, when the agent is there. */
+static void print_heap_diagnostics(void)
+{
+	int (*get)(struct ddprof_diagnostics *, size_t) =
+	    (int (*)(struct ddprof_diagnostics *, size_t))dlsym(RTLD_DEFAULT,
+								"ddprof_get_diagnostics");
+	struct ddprof_diagnostics d;
+	if (!get || get(&d, sizeof(d)) != 0)
+		return;
+	printf("diag_alloc_samples %llu\ndiag_heap_live_samples %llu\ndiag_heap_table_bytes "
+	       "%llu\ndiag_heap_table_overflows %llu\ndiag_heap_stacks %llu\n"
+	       "diag_heap_stacks_refused %llu\ndiag_heap_profiler_bytes %llu\n",
+	       (unsigned long long)d.alloc_samples, (unsigned long long)d.heap_live_samples,
+	       (unsigned long long)d.heap_table_bytes, (unsigned long long)d.heap_table_overflows,
+	       (unsigned long long)d.heap_stacks, (unsigned long long)d.heap_stacks_refused,
+	       (unsigned long long)d.heap_profiler_bytes);
+}
+
 static int run_leak(uint64_t leak, double seconds)
 {
 	/* The pointers, in memory no hook sees (not the heap under test). */
@@ -245,6 +274,7 @@ static int run_leak(uint64_t leak, double seconds)
 	printf("leak_freed_ns %llu\n", (unsigned long long)realtime_ns());
 	fflush(stdout);
 	churn((uint64_t)512 << 20, 2.5);
+	print_heap_diagnostics();
 	return 0;
 }
 
@@ -280,6 +310,54 @@ static int run_probe(void)
 	return 0;
 }
 
+__attribute__((noinline)) uint64_t early_realloc_site(uint64_t total)
+{
+	char *p = NULL;
+	uint64_t done = 0;
+	for (size_t size = 64u << 10; size <= total; size += 64u << 10) {
+		char *q = realloc(p, size);
+		if (!q)
+			break;
+		p = q;
+		p[size - 1] = 1;
+		done += size;
+	}
+	free(p);
+	return done;
+}
+
+static int run_early(uint64_t total)
+{
+	uint64_t (*bytes)(void) = (uint64_t(*)(void))dlsym(RTLD_DEFAULT, "early_bytes");
+	uint64_t (*stop)(void) = (uint64_t(*)(void))dlsym(RTLD_DEFAULT, "early_stop");
+	int (*first)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "early_agent_ran_first");
+	void (*relookup)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "early_relookup");
+	void (*counts)(uint64_t *, uint64_t *, uint64_t *) =
+	    (void (*)(uint64_t *, uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT, "early_counts");
+	if (!bytes || !stop || !first || !relookup || !counts) {
+		fprintf(stderr, "alloc_sites early: liballoc_early.so is not preloaded\n");
+		return 1;
+	}
+	uint64_t at_main = bytes();
+	struct timespec ts = {1, 0};
+	nanosleep(&ts, NULL);
+	uint64_t all = stop();
+	uint64_t calls0, lookups0, during0, calls, lookups, during;
+	counts(&calls0, &lookups0, &during0);
+	relookup();
+	uint64_t grown = early_realloc_site(total);
+	counts(&calls, &lookups, &during);
+	printf("early_agent_ran_first %d\n", first());
+	printf("early_after_main_bytes %llu\nearly_all_bytes %llu\n",
+	       (unsigned long long)(all - at_main), (unsigned long long)all);
+	printf("early_realloc_site_bytes %llu\n", (unsigned long long)grown);
+	printf("wrapper_calls %llu\nwrapper_lookups_in_run %llu\nwrapper_lookup_allocs_in_run "
+	       "%llu\n",
+	       (unsigned long long)calls, (unsigned long long)(lookups - lookups0),
+	       (unsigned long long)(during - during0));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "sites";
@@ -294,7 +372,9 @@ int main(int argc, char **argv)
 		return run_leak((mib ? mib : 100) << 20, argc > 3 ? atof(argv[3]) : 3.0);
 	if (strcmp(mode, "probe") == 0)
 		return run_probe();
+	if (strcmp(mode, "early") == 0)
+		return run_early((mib ? mib : 256) << 20);
 	fprintf(stderr, "usage: alloc_sites sites|coverage [MiB] | leak [MiB] [s] | plugin LIB "
-			"[MiB] | probe\n");
+			"[MiB] | probe | early [MiB]\n");
 	return 2;
 }
