@@ -424,4 +424,5 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->heap_stacks = hs.stacks;
 	d->heap_stacks_refused = hs.stacks_refused;
 	d->heap_profiler_bytes = live_heap_on() ? live_heap_own_bytes(&hs) : 0;
+	d->heap_compactions = hs.compactions;
 }

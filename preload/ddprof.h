@@ -75,6 +75,8 @@ struct ddprof_diagnostics {
 	uint64_t heap_profiler_bytes;  /* the live heap's own memory: table pages written
 					* (at most) and the stack store; the heap profile's
 					* "[profiler]" inuse-space */
+	uint64_t heap_compactions;     /* of the stacks kept for tracked allocations: those
+					* of freed ones dropped */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -367,6 +367,7 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.heap_stacks = ad.heap_stacks;
 		d.heap_stacks_refused = ad.heap_stacks_refused;
 		d.heap_profiler_bytes = ad.heap_profiler_bytes;
+		d.heap_compactions = ad.heap_compactions;
 	}
 	memset(out, 0, size);
 	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));

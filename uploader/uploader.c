@@ -247,15 +247,16 @@ static uint64_t modules_run(void *arg, uint64_t now)
 	return modules_service(now);
 }
 
-/* Memory for the active profile (agent/store/profiles.h), mapped off the handlers'
- * path when it asks. */
+/* Memory for the active profile (agent/store/profiles.h) and the live heap's stacks,
+ * mapped off the handlers' path when they ask; the live heap's stack stores compacted
+ * when they fill (agent/alloc/live_heap.h). */
 static uint64_t room_run(void *arg, uint64_t now)
 {
 	(void)arg;
-	(void)now;
 	profiles_grow_if_needed(up_profiles);
 	live_heap_grow();
-	return BG_NEVER;
+	uint64_t next = live_heap_maintain(now, false);
+	return next == UINT64_MAX ? BG_NEVER : next;
 }
 
 static bool room_wanted(void *arg)
@@ -352,10 +353,11 @@ static struct bg_service services[SVC_COUNT] = {
  * library loaded meanwhile gets its table and a new thread its timer without waiting
  * for the upload to end. Not at exit (the host is leaving): the exit flush must not
  * wait for them. Between the steps of an upload (serializing a big profile takes tens
- * of milliseconds): timers only. */
+ * of milliseconds, symbolizing many new stacks longer): timers, and memory (the active
+ * profile's and the live heap's stacks, which fill while the host is busy). */
 #define SERVICES_WHILE_WAITING                                                                     \
 	(SVC_BIT(SVC_ROOM) | SVC_BIT(SVC_MODULES) | SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_ALLOC))
-#define SERVICES_BETWEEN_STEPS SVC_BIT(SVC_THREADS)
+#define SERVICES_BETWEEN_STEPS (SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_ROOM))
 
 static void host_setup(void)
 {

@@ -3,14 +3,18 @@
  * one period to the next.
  *
  * Owns: the table of sampled allocations by address (agent/alloc/live_table.h) and the
- * store of their stacks: a trie (agent/store/trie.h) in a region of its own that no swap
+ * stores of their stacks: tries (agent/store/trie.h) in regions of their own that no swap
  * resets, so an allocation's stack stays valid however many periods ago it was made
- * (the table's reference to it is the node's address). Each snapshot adds what is alive
- * to the profile swapped out (live_heap_add_to: inuse-objects, inuse-space), with no
- * reset. A fork child inherits both as copies at the same addresses: its heap is its
- * parent's, so what it inherited alive is in its own heap profile.
- *  - The store keeps every distinct stack that a live sample ever had; past its ceiling
- *    new stacks are refused (counted: the allocation is not tracked).
+ * (the table's reference to it: 64 bits, the store's epoch and the node's address).
+ * Each snapshot adds what is alive to the profile swapped out (live_heap_add_to:
+ * inuse-objects, inuse-space), with no reset. A fork child inherits all of it as copies
+ * at the same addresses: its heap is its parent's, so what it inherited alive is in its
+ * own heap profile.
+ *  - Stacks of allocations since freed stay in the current store until it fills half
+ *    way from what the last compaction kept to its ceiling; then the host thread
+ *    compacts (live_heap_maintain): the stacks still referenced move to the other
+ *    store, with no lock and no wait on the allocating threads, and the old store is
+ *    emptied. Past the ceiling new stacks are refused (counted: not tracked).
  * Context: track and untrack are async-signal-safe (the allocation hooks); the rest runs
  * in normal context (start-up, the host thread, fork handlers).
  */
@@ -24,7 +28,7 @@
 #include "agent/alloc/live_table.h"
 #include "agent/store/profiles.h"
 
-/* The stack store's ceiling: tens of thousands of distinct stacks. */
+/* Each stack store's ceiling: tens of thousands of distinct stacks. */
 #define LIVE_HEAP_STACKS_CEILING ((size_t)16 << 20)
 
 /* Start-up: maps the table (table_bytes) and the stack store. 0 or a negative errno. */
@@ -47,18 +51,26 @@ void live_heap_retrack(const struct live_table_entry *e);
  * (live_heap_own_bytes) as inuse-space of the frame PC_PROFILER. */
 void live_heap_add_to(struct profile *p);
 
-/* The host thread: whether the stack store asked for memory, and mapping it. */
+/* The host thread: whether the stack stores asked for memory or want a compaction,
+ * mapping memory, and compacting (when the current store is past its mark, or always
+ * with force). live_heap_maintain returns when it wants to run again (CLOCK_MONOTONIC
+ * ns; UINT64_MAX: when room_wanted says so): a compaction waits for the tracks in
+ * flight in the old store to leave, without blocking. */
 bool live_heap_room_wanted(void);
 void live_heap_grow(void);
+uint64_t live_heap_maintain(uint64_t now_ns, bool force);
 
 /* Fork child handler: the copies stay; a grow in flight at the fork is forgotten. */
 void live_heap_after_fork_child(void);
 
 struct live_heap_stats {
 	struct live_table_stats table;
-	uint64_t stacks;	 /* distinct stacks stored */
-	uint64_t stack_bytes;	 /* of the store */
-	uint64_t stacks_refused; /* samples not tracked: the store was full */
+	uint64_t stacks;	   /* distinct stacks stored */
+	uint64_t stack_bytes;	   /* of the store */
+	uint64_t stacks_refused;   /* samples not tracked: the store was full */
+	uint64_t retracks_dropped; /* blocks of a failed realloc not tracked again: their
+				    * stack was compacted away meanwhile */
+	uint64_t compactions;	   /* of the stack stores */
 };
 void live_heap_get_stats(struct live_heap_stats *out);
 /* The memory the live heap holds: the table's pages written (at most) and the stack

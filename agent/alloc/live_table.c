@@ -354,6 +354,28 @@ static void zero_counters(struct live_table *t)
 	atomic_store_explicit(&t->false_hits, 0, memory_order_relaxed);
 }
 
+void live_table_rewrite_refs(struct live_table *t,
+			     uint64_t (*fn)(const struct live_table_entry *e, void *arg), void *arg)
+{
+	for (uint64_t j = 0; j < t->nbuckets; j++) {
+		uint64_t w = atomic_load_explicit(&t->ctrl[j], memory_order_relaxed);
+		uint64_t tagged = ~live_table_match(w, 0) & LIVE_TABLE_TAG_HIGH_BITS;
+		for (; tagged; tagged &= tagged - 1) {
+			struct live_table_slot *s = &t->slots[slot_of(j, tagged)];
+			struct live_table_entry e;
+			if (!read_slot(s, &e))
+				continue;
+			uint64_t ref = fn(&e, arg), expected = e.ref;
+			/* Relaxed: the entry's readers take the ref as a value; the
+			 * caller orders what it points to (live_heap.c). */
+			if (ref != e.ref)
+				atomic_compare_exchange_strong_explicit(&s->ref, &expected, ref,
+									memory_order_relaxed,
+									memory_order_relaxed);
+		}
+	}
+}
+
 /* Bytes of the control words of nbuckets buckets, up to the slots' first cache line. */
 static size_t ctrl_bytes(uint64_t nbuckets)
 {

@@ -196,6 +196,16 @@ static inline bool live_table_remove(struct live_table *t, uintptr_t addr,
 void live_table_for_each(const struct live_table *t,
 			 void (*fn)(const struct live_table_entry *e, void *arg), void *arg);
 
+/*
+ * Normal context, concurrently with inserts and removes: visits entries as for_each
+ * does, and replaces an entry's ref with what fn returns for it when that differs (a
+ * CAS on the ref, which fails harmlessly when the slot changed meanwhile). For callers
+ * that move what refs point to (the live heap's compaction).
+ */
+void live_table_rewrite_refs(struct live_table *t,
+			     uint64_t (*fn)(const struct live_table_entry *e, void *arg),
+			     void *arg);
+
 /* Any context (relaxed loads). The counters, each exact but not a snapshot together. */
 void live_table_stats(const struct live_table *t, struct live_table_stats *out);
 

@@ -149,6 +149,58 @@ START_TEST(test_the_live_heaps_own_memory_is_the_profilers_share)
 }
 END_TEST
 
+/* Compaction: the stacks of freed allocations leave the store, those of live ones stay
+ * with their values, however many compactions ago they were made; a block untracked for
+ * a realloc before a compaction and tracked again after it is dropped (its stack may
+ * be gone), one from the same epoch is tracked again. */
+START_TEST(test_compaction_keeps_the_live_stacks_and_drops_the_rest)
+{
+	struct live_heap_stats st;
+	live_heap_get_stats(&st);
+	uint64_t stacks0 = st.stacks;
+	for (uintptr_t i = 0; i < 200; i++) {
+		const uintptr_t stack[] = {0x50000 + i, 0x5fff0};
+		live_heap_track(0x1000000 + i * 0x1000, 100, 1000, 4, stack, 2);
+	}
+	for (uintptr_t i = 10; i < 200; i++)
+		ck_assert(live_heap_untrack(0x1000000 + i * 0x1000, NULL));
+	live_heap_get_stats(&st);
+	ck_assert_uint_eq(st.stacks, stacks0 + 200);
+	for (int round = 0; round < 3; round++) {
+		ck_assert_uint_eq(live_heap_maintain(1, true), UINT64_MAX);
+		live_heap_get_stats(&st);
+		ck_assert_uint_eq(st.compactions, (uint64_t)round + 1);
+		ck_assert_uint_eq(st.stacks, 10);
+		for (uintptr_t i = 0; i < 12; i++) {
+			struct found f = heap_at(0x50000 + i);
+			ck_assert_uint_eq(f.bytes, i < 10 ? 1000 : 0);
+			ck_assert_uint_eq(f.objects, i < 10 ? 10 : 0);
+		}
+	}
+	/* A realloc across a compaction: not tracked again. Within one epoch: tracked. */
+	struct live_table_entry e;
+	ck_assert(live_heap_untrack(0x1000000, &e));
+	ck_assert_uint_eq(live_heap_maintain(1, true), UINT64_MAX);
+	live_heap_retrack(&e);
+	live_heap_get_stats(&st);
+	ck_assert_uint_eq(st.retracks_dropped, 1);
+	ck_assert_uint_eq(heap_at(0x50000).bytes, 0);
+	ck_assert(live_heap_untrack(0x1001000, &e));
+	live_heap_retrack(&e);
+	ck_assert_uint_eq(heap_at(0x50001).bytes, 1000);
+	/* Below its mark the store is not compacted unless forced; while it grows the
+	 * host looks again within 50 ms, once it stopped growing for a second no more. */
+	const uint64_t t0 = 10ULL * 1000 * 1000 * 1000, ms = 1000 * 1000;
+	const uintptr_t fresh[] = {0x7abc, 0x5fff0};
+	live_heap_track(0x2000000, 100, 1000, 4, fresh, 2);
+	ck_assert_uint_eq(live_heap_maintain(t0, false), t0 + 50 * ms);
+	ck_assert_uint_eq(live_heap_maintain(t0 + 500 * ms, false), t0 + 550 * ms);
+	ck_assert_uint_eq(live_heap_maintain(t0 + 1500 * ms, false), UINT64_MAX);
+	live_heap_get_stats(&st);
+	ck_assert_uint_eq(st.compactions, 4);
+}
+END_TEST
+
 static Suite *live_heap_suite(void)
 {
 	Suite *s = suite_create("live_heap");
@@ -157,6 +209,7 @@ static Suite *live_heap_suite(void)
 	tcase_add_test(tc, test_tracked_allocations_stay_in_every_profile_until_untracked);
 	tcase_add_test(tc, test_a_fork_child_inherits_the_live_heap_with_its_stacks);
 	tcase_add_test(tc, test_the_live_heaps_own_memory_is_the_profilers_share);
+	tcase_add_test(tc, test_compaction_keeps_the_live_stacks_and_drops_the_rest);
 	suite_add_tcase(s, tc);
 	return s;
 }

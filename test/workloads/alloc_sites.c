@@ -22,6 +22,11 @@
  *                                 agent, its live heap diagnostics at the end.
  *   alloc_sites probe             prints which module the program's malloc slot leads
  *                                 to ("malloc_module libc.so.6" when nothing hooks it).
+ *   alloc_sites stacks [distinct=65536] [seconds=2]  keeps 16 MiB at leak_site (64 KiB
+ *                                 blocks), waits 0.4 s, then allocates and frees 256 bytes from
+ *                                 each of distinct call stacks (fan_a/fan_b, 16 levels
+ *                                 chosen by the bits of a counter), paced over seconds;
+ *                                 prints the leak's bytes and the live heap diagnostics.
  *   alloc_sites early [MiB=256]   with liballoc_early.so preloaded: lets its thread
  *                                 (allocating since before libddprof's constructor)
  *                                 run 1 s more, stops it; grows a block with realloc to
@@ -241,11 +246,12 @@ static void print_heap_diagnostics(void)
 		return;
 	printf("diag_alloc_samples %llu\ndiag_heap_live_samples %llu\ndiag_heap_table_bytes "
 	       "%llu\ndiag_heap_table_overflows %llu\ndiag_heap_stacks %llu\n"
-	       "diag_heap_stacks_refused %llu\ndiag_heap_profiler_bytes %llu\n",
+	       "diag_heap_stacks_refused %llu\ndiag_heap_profiler_bytes %llu\n"
+	       "diag_heap_compactions %llu\n",
 	       (unsigned long long)d.alloc_samples, (unsigned long long)d.heap_live_samples,
 	       (unsigned long long)d.heap_table_bytes, (unsigned long long)d.heap_table_overflows,
 	       (unsigned long long)d.heap_stacks, (unsigned long long)d.heap_stacks_refused,
-	       (unsigned long long)d.heap_profiler_bytes);
+	       (unsigned long long)d.heap_profiler_bytes, (unsigned long long)d.heap_compactions);
 }
 
 static int run_leak(uint64_t leak, double seconds)
@@ -275,6 +281,60 @@ static int run_leak(uint64_t leak, double seconds)
 	fflush(stdout);
 	churn((uint64_t)512 << 20, 2.5);
 	print_heap_diagnostics();
+	return 0;
+}
+
+__attribute__((noinline)) void *fan_leaf(size_t size)
+{
+	char *p = malloc(size);
+	p[0] = 1;
+	sink += p[0];
+	return p;
+}
+
+__attribute__((noinline)) void *fan_b(unsigned bits, int depth, size_t size);
+
+/* One of 2^depth call stacks, by the low depth bits of bits. */
+__attribute__((noinline)) void *fan_a(unsigned bits, int depth, size_t size)
+{
+	void *p = depth == 0   ? fan_leaf(size)
+		  : (bits & 1) ? fan_a(bits >> 1, depth - 1, size)
+			       : fan_b(bits >> 1, depth - 1, size);
+	sink += 1;
+	return p;
+}
+
+__attribute__((noinline)) void *fan_b(unsigned bits, int depth, size_t size)
+{
+	void *p = depth == 0   ? fan_leaf(size)
+		  : (bits & 1) ? fan_a(bits >> 1, depth - 1, size)
+			       : fan_b(bits >> 1, depth - 1, size);
+	sink += 2;
+	return p;
+}
+
+static int run_stacks(unsigned distinct, double seconds)
+{
+	void *kept[256];
+	for (int i = 0; i < 256; i++)
+		kept[i] = leak_site(64u << 10);
+	printf("leak_site_bytes %llu\n", 256ULL << 16);
+	/* The profiler's thread starts at its first need (here the first upload): the
+	 * stacks to come need it to map their store's memory. */
+	struct timespec settle = {0, 400 * 1000 * 1000};
+	nanosleep(&settle, NULL);
+	double t0 = mono_s();
+	for (unsigned k = 0; k < distinct; k++) {
+		free(fan_a(k, 16, 256));
+		double due = seconds * (double)(k + 1) / (double)distinct;
+		while (mono_s() - t0 < due - 0.005) {
+			struct timespec ts = {0, 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	print_heap_diagnostics();
+	for (int i = 0; i < 256; i++)
+		free(kept[i]);
 	return 0;
 }
 
@@ -372,9 +432,11 @@ int main(int argc, char **argv)
 		return run_leak((mib ? mib : 100) << 20, argc > 3 ? atof(argv[3]) : 3.0);
 	if (strcmp(mode, "probe") == 0)
 		return run_probe();
+	if (strcmp(mode, "stacks") == 0)
+		return run_stacks(mib ? (unsigned)mib : 65536, argc > 3 ? atof(argv[3]) : 2.0);
 	if (strcmp(mode, "early") == 0)
 		return run_early((mib ? mib : 256) << 20);
 	fprintf(stderr, "usage: alloc_sites sites|coverage [MiB] | leak [MiB] [s] | plugin LIB "
-			"[MiB] | probe | early [MiB]\n");
+			"[MiB] | probe | stacks [n] [s] | early [MiB]\n");
 	return 2;
 }
