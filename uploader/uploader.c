@@ -524,18 +524,23 @@ FORK_CHILD_PATH bool uploader_app_call_wanted(void)
 {
 	return atomic_load_explicit(&spawn_pending, memory_order_relaxed) ||
 	       (up_profiles && !atomic_load_explicit(&thread_spawned, memory_order_relaxed) &&
-		profiles_room_wanted(up_profiles));
+		(profiles_room_wanted(up_profiles) || live_heap_room_wanted()));
 }
 
 void uploader_app_call(void)
 {
 	/* Memory first, while the thread is not running (once it runs, it maps memory
 	 * itself at its wake-ups, never in the application's calls). */
-	if (up_profiles && !atomic_load_explicit(&thread_spawned, memory_order_relaxed) &&
-	    profiles_room_wanted(up_profiles))
-		profiles_grow_if_needed(up_profiles);
+	if (up_profiles && !atomic_load_explicit(&thread_spawned, memory_order_relaxed)) {
+		if (profiles_room_wanted(up_profiles))
+			profiles_grow_if_needed(up_profiles);
+		if (live_heap_room_wanted())
+			live_heap_grow();
+	}
+	/* A need: samples, or allocations the live heap tracks (its stacks' memory and
+	 * its compactions are the thread's to tend). */
 	if (atomic_load_explicit(&spawn_pending, memory_order_relaxed) &&
-	    !profiles_empty(up_profiles))
+	    (!profiles_empty(up_profiles) || live_heap_tracking()))
 		start_deferred(false);
 }
 

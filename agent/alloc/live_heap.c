@@ -57,9 +57,9 @@ static uint32_t drain_epoch;
 /* Bytes of the current store past which it is compacted: half way from what the last
  * compaction kept to the ceiling. */
 static size_t compact_at = LIVE_HEAP_STACKS_CEILING / 2;
-/* The host thread's: the current store's bytes at its last look, and when it last
- * grew (CLOCK_MONOTONIC). */
-static size_t used_seen;
+/* The current store's bytes at the host's last look (written by the host thread,
+ * relaxed: a hint others poll), and when it last grew (CLOCK_MONOTONIC, the host's). */
+static _Atomic size_t used_seen;
 static uint64_t grew_ns;
 
 /* Each store's first chunk: about a thousand stacks. */
@@ -195,7 +195,15 @@ bool live_heap_room_wanted(void)
 	if (!live_heap_on())
 		return false;
 	struct store *st = &stores[atomic_load_explicit(&epoch, memory_order_relaxed) & 1];
-	return region_wants_room(&st->region) || draining || region_used(&st->region) > compact_at;
+	size_t used = region_used(&st->region);
+	return region_wants_room(&st->region) || draining || used > compact_at ||
+	       used != atomic_load_explicit(&used_seen, memory_order_relaxed);
+}
+
+bool live_heap_tracking(void)
+{
+	return live_heap_on() &&
+	       atomic_load_explicit(&live_heap_table.entries, memory_order_relaxed) != 0;
 }
 
 void live_heap_grow(void)
@@ -247,12 +255,12 @@ uint64_t live_heap_maintain(uint64_t now_ns, bool force)
 		size_t used = region_used(&stores[cur & 1].region);
 		if (!force && used <= compact_at) {
 			/* Room for twice the growth since the last look, ahead. */
-			if (used > used_seen) {
-				region_reserve(&stores[cur & 1].region,
-					       used + 2 * (used - used_seen));
+			size_t seen = atomic_load_explicit(&used_seen, memory_order_relaxed);
+			if (used > seen) {
+				region_reserve(&stores[cur & 1].region, used + 2 * (used - seen));
 				grew_ns = now_ns;
 			}
-			used_seen = used;
+			atomic_store_explicit(&used_seen, used, memory_order_relaxed);
 			return now_ns - grew_ns < GROWING_QUIET_NS ? now_ns + GROWING_POLL_NS
 								   : UINT64_MAX;
 		}
@@ -281,7 +289,7 @@ uint64_t live_heap_maintain(uint64_t now_ns, bool force)
 	trie_init(&old->trie, &old->region);
 	draining = false;
 	size_t kept = region_used(&stores[cur & 1].region);
-	used_seen = kept;
+	atomic_store_explicit(&used_seen, kept, memory_order_relaxed);
 	compact_at = kept + (LIVE_HEAP_STACKS_CEILING - kept) / 2;
 	atomic_fetch_add_explicit(&compactions, 1, memory_order_relaxed);
 	return UINT64_MAX;

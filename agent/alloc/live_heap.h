@@ -57,6 +57,8 @@ void live_heap_add_to(struct profile *p);
  * ns; UINT64_MAX: when room_wanted says so): a compaction waits for the tracks in
  * flight in the old store to leave, without blocking. */
 bool live_heap_room_wanted(void);
+/* Whether any allocation is tracked now (any thread, a relaxed load). */
+bool live_heap_tracking(void);
 void live_heap_grow(void);
 uint64_t live_heap_maintain(uint64_t now_ns, bool force);
 

@@ -189,9 +189,9 @@ def test_live_heap_compacts_the_stacks_of_freed_allocations(ctx):
     """Every allocation sampled (interval 1 byte): 16 MiB kept at leak_site, 0.4 s later
     (the profiler's thread starts at its first upload, 0.25 s) 49152
     allocations freed at once, each from a call stack of its own (16 levels of fan_a /
-    fan_b), over 3 s: 12 MiB of stacks, past the mark (half a store's 16 MiB) at which
+    fan_b), over 4 s: 12 MiB of stacks, past the mark (half a store's 16 MiB) at which
     the host compacts. It compacts (at least once): the stacks of freed allocations
-    leave the store (fewer than 3/4 of them kept), under 1% of the new stacks are
+    leave the store (fewer than 3/4 of them kept), under 2% of the new stacks are
     refused meanwhile (the host maps memory and compacts from its own thread, at most
     50 ms apart while the store grows), and the kept blocks'
     inuse-space is the same in every profile before their free, within 1% of 16 MiB,
@@ -199,12 +199,12 @@ def test_live_heap_compacts_the_stacks_of_freed_allocations(ctx):
     out = os.path.join(ctx.dir, "stacks")
     env = {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_HEAP_ENABLED": "true",
            "DD_PROFILING_HEAP_SAMPLE_SIZE": "1", "DD_PROFILING_UPLOAD_PERIOD": "0.25"}
-    rc, stdout, stderr, _c, _w = run_profiled([ALLOC, "stacks", "49152", "3"], env)
+    rc, stdout, stderr, _c, _w = run_profiled([ALLOC, "stacks", "49152", "4"], env)
     check(rc == 0 and "warning" not in stderr, "exit %d: %s" % (rc, stderr))
     diag = {k[len("diag_"):]: int(v) for k, _, v in
             (line.partition(" ") for line in stdout.splitlines()) if k.startswith("diag_")}
     check(diag.get("heap_compactions", 0) >= 1, "no compaction: %r" % diag)
-    check(diag["heap_stacks"] < 0.75 * 49152 and diag["heap_stacks_refused"] < 0.01 * 49152,
+    check(diag["heap_stacks"] < 0.75 * 49152 and diag["heap_stacks_refused"] < 0.02 * 49152,
           "stacks kept / refused: %r" % diag)
     profs = sorted(dump(profile_files(out), stacks=True), key=lambda p: p["time_nanos"])
     check(len(profs) >= 4, "%d profiles" % len(profs))
