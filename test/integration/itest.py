@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -117,6 +118,30 @@ class Gunicorn:
         """One request: the body, as text."""
         with urllib.request.urlopen(self.url, timeout=timeout) as r:
             return r.read().decode()
+
+    def hammer(self, clients, each, pause=0.0):
+        """clients threads sending each requests (pause seconds before each one): the
+        bodies of the answers, and the failures (every one reported, none raised)."""
+        bodies, errors = [], []
+        lock = threading.Lock()
+
+        def client():
+            for _ in range(each):
+                time.sleep(pause)
+                try:
+                    body = self.get(30)
+                    with lock:
+                        bodies.append(body)
+                except Exception as e:  # noqa: BLE001 - every failure is reported
+                    with lock:
+                        errors.append(repr(e))
+
+        threads = [threading.Thread(target=client) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return bodies, errors
 
     def workers(self, n, timeout=10.0):
         """The master's children once there are n (the first answer may come before

@@ -5,7 +5,6 @@ with dlsym(RTLD_NEXT), and gunicorn's pre-fork workers (each under its own pid, 
 the master's allocations in theirs, the master's live heap inherited)."""
 import os
 import re
-import threading
 import time
 
 from itest import (PRELOAD, PROFILER_FRAME, PYTHON, WORKLOADS, Gunicorn, check, dump,
@@ -257,25 +256,11 @@ def test_gunicorn_workers_with_allocation_and_heap_profiles(ctx):
            "DD_PROFILING_HEAP_ENABLED": "true", "DD_PROFILING_HEAP_SAMPLE_SIZE": "64K",
            "DD_PROFILING_UPLOAD_PERIOD": "1"}
     with Gunicorn(ctx, GUNICORN_ALLOC_APP, ["-w", "2", "--preload"], env) as g:
-        served, errors = {}, []
-        lock = threading.Lock()
-
-        def client(n):
-            for _ in range(n):
-                time.sleep(0.05)  # 2.5 s in all: each worker uploads more than once
-                try:
-                    pid = int(g.get(30))
-                    with lock:
-                        served[pid] = served.get(pid, 0) + 1
-                except Exception as e:  # noqa: BLE001 - every failure is reported
-                    with lock:
-                        errors.append(repr(e))
-
-        clients = [threading.Thread(target=client, args=(50,)) for _ in range(4)]
-        for c in clients:
-            c.start()
-        for c in clients:
-            c.join()
+        # 2.5 s in all: each worker uploads more than once.
+        bodies, errors = g.hammer(4, 50, pause=0.05)
+        served = {}
+        for b in bodies:
+            served[int(b)] = served.get(int(b), 0) + 1
         check(not errors, "%d of 200 requests failed: %s" % (len(errors), errors[:3]))
         stop_ns = time.time_ns()
         rc, stderr = g.stop()

@@ -7,7 +7,6 @@ without the agent.
 import os
 import re
 import subprocess
-import threading
 import time
 
 from itest import (Gunicorn, children_of, LIB, PRELOAD, WORKLOADS, app_total, check, dump, profile_files,
@@ -309,26 +308,11 @@ def test_gunicorn_recycled_workers(ctx):
                    "--graceful-timeout", "5"],
                   {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
                    "DD_PROFILING_UPLOAD_PERIOD": "1", "CPU_DIR": ctx.dir}) as g:
+        bodies, errors = g.hammer(4, 75)
         served = {}  # pid -> highest process_time it reported
-        errors = []
-        lock = threading.Lock()
-
-        def client(n):
-            for _ in range(n):
-                try:
-                    body = g.get(30)
-                    pid, cpu = body.split()
-                    with lock:
-                        served[int(pid)] = max(served.get(int(pid), 0.0), float(cpu))
-                except Exception as e:  # noqa: BLE001 - every failure is reported
-                    with lock:
-                        errors.append(repr(e))
-
-        clients = [threading.Thread(target=client, args=(75,)) for _ in range(4)]
-        for c in clients:
-            c.start()
-        for c in clients:
-            c.join()
+        for b in bodies:
+            pid, cpu = b.split()
+            served[int(pid)] = max(served.get(int(pid), 0.0), float(cpu))
         check(not errors, "%d of 300 requests failed: %s" % (len(errors), errors[:3]))
         # The master's SIGTERM must not land in a recycled worker that is still
         # exiting: Python gives signals back their default action early in its
