@@ -3,7 +3,8 @@
 gperftools and async-profiler.
 
 usage: peers.py RESULTS_DIR [--quick] [NAME...]
-  NAME: run only these benchmarks (overhead, accuracy, spawn, startup, memory, micro)
+  NAME: run only these benchmarks (overhead, accuracy, spawn, startup, memory, micro,
+  alloc)
 
 Every figure comes from paired runs: a run without any profiler and a run under a
 profiler, back to back in random order, repeated; the figure is the median of the
@@ -21,12 +22,17 @@ Writes one JSON file per benchmark into RESULTS_DIR (rendered by report.py):
                  (build/bench/many_stacks), with the default ceiling and a small one
   micro.json     with a before build only: the handler's, the trie's and the
                  serializer's micro-benchmarks of both builds, alternated (bench_micro)
+  alloc.json     the allocation profilers: a malloc/free micro-benchmark on 2 threads
+                 (build/bench/alloc_churn) and a Python workload, without a profiler,
+                 under libddprof with its allocation profiles off and on, heaptrack and
+                 async-profiler's nativemem: time and peak RSS (peers_alloc.py)
   base.json      which before build ran, if one was asked for
 
 The code: this file runs the benchmarks; peers_common.py holds what they share (the
 candidates and how a program runs under each, the pairing of runs, the statistics, the
 results' files); peers_cpu.py the overhead and accuracy benchmarks, peers_process.py the
-spawn, start-up and memory ones, peers_micro.py the before build's micro-benchmarks.
+spawn, start-up and memory ones, peers_micro.py the before build's micro-benchmarks,
+peers_alloc.py the allocation profilers' ones.
 
 The before build ("libddprof-before"): libddprof as it was at an older revision
 (BENCH_BASE_REV, built by scripts/bench/build-base into BENCH_BASE_DIR; scripts/bench/run
@@ -57,6 +63,7 @@ import os
 import sys
 import time
 
+from peers_alloc import bench_alloc
 from peers_common import ASPROF, BASE_DIR, BASE_REV, BEFORE, PEERS, write
 from peers_cpu import bench_accuracy, bench_overhead
 from peers_micro import bench_micro
@@ -78,7 +85,8 @@ def main():
         write(resdir, "base.json", {"rev": BASE_REV, "commit": commit, "built": bool(BEFORE)})
     benches = ([("micro", bench_micro)] if BEFORE else []) + [
         ("overhead", bench_overhead), ("accuracy", bench_accuracy),
-        ("spawn", bench_spawn), ("startup", bench_startup), ("memory", bench_memory)]
+        ("spawn", bench_spawn), ("startup", bench_startup), ("memory", bench_memory),
+        ("alloc", bench_alloc)]
     for name, fn in benches:
         if only and name not in only:
             continue

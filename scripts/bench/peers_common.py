@@ -24,6 +24,13 @@ ASPROF = os.environ.get("BENCH_ASPROF",
 # async-profiler is not in Debian: without its library (BENCH_ASPROF elsewhere), the
 # benchmarks run with gperftools alone (and say so).
 PEERS = ("gperftools",) + (("async-profiler",) if os.path.exists(ASPROF) else ())
+# The allocation profilers' peers (peers_alloc.py): heaptrack (Debian's `heaptrack`, run
+# through its own script, which starts its interpreter and compressor beside the program
+# and waits for them) and async-profiler's `nativemem` mode.
+HEAPTRACK = "/usr/bin/heaptrack"
+# async-profiler's nativemem sampling interval in bytes: libddprof's default
+# DD_PROFILING_HEAP_SAMPLE_SIZE (512 KiB).
+ASPROF_NATIVEMEM = 524288
 # The before build (see the top): its library, and its own unwind table cache (the two
 # builds never read or replace each other's tables, whatever their formats; each
 # cache is warm after the build's first process, as the current one's is).
@@ -55,16 +62,26 @@ def base_env():
 class Profiler:
     """One candidate: how to run a program under it, and how to read its profiles."""
 
-    def __init__(self, kind, hz=None, extra=None, files=True):
-        self.kind = kind  # "none", a key of LIBS, or one of PEERS
+    def __init__(self, kind, hz=None, extra=None, files=True, label=None, mode=None):
+        self.kind = kind  # "none", a key of LIBS, one of PEERS, or "heaptrack"
         self.hz = hz
         self.extra = extra or {}
         self.files = files  # libddprof: profiles to files (else its default exporter)
+        self.label = label  # its name, when a kind runs twice in a group (alloc: off, on)
+        self.mode = mode  # async-profiler: "nativemem" (allocations) instead of ctimer
         self.dir = None
 
     @property
     def name(self):
+        if self.label:
+            return self.label
         return self.kind if self.hz is None else "%s@%d" % (self.kind, self.hz)
+
+    def command(self):
+        """What goes before the profiled program's argv: heaptrack's own script."""
+        if self.kind == "heaptrack":
+            return [HEAPTRACK, "-o", os.path.join(self.dir, "heaptrack")]
+        return []
 
     def env(self):
         env = base_env()
@@ -85,6 +102,13 @@ class Profiler:
             env["CPUPROFILE"] = os.path.join(self.dir, "gperf.prof")
             if self.hz:
                 env["CPUPROFILE_FREQUENCY"] = str(self.hz)
+        elif self.kind == "async-profiler" and self.mode == "nativemem":
+            # Its collapsed counts are then samples (each about ASPROF_NATIVEMEM bytes).
+            env["LD_PRELOAD"] = ASPROF
+            env["ASPROF_COMMAND"] = "start,nativemem=%d,collapsed,file=%s" % (
+                ASPROF_NATIVEMEM, os.path.join(self.dir, "%p.txt"))
+        elif self.kind == "heaptrack":
+            pass  # command(): its script sets LD_PRELOAD itself
         elif self.kind == "async-profiler":
             env["LD_PRELOAD"] = ASPROF
             cmd = ["start", "event=ctimer"]
@@ -185,15 +209,18 @@ RUN_TIMEOUT = 30 if QUICK else 120  # seconds; every program here takes a few
 SPAWN_TIMEOUT = 10  # seconds; the spawn benchmarks take 2 at most when they do not hang
 
 
-def run(prof, argv, timeout=RUN_TIMEOUT, preload_var="LD_PRELOAD"):
+def run(prof, argv, timeout=RUN_TIMEOUT, preload_var="LD_PRELOAD", program_at=0):
     """Runs argv under prof: (stdout, wall seconds, process CPU seconds, maxrss KiB).
     Raises Hung when it has to be killed (gperftools and async-profiler sometimes
     deadlock in fork), Crashed
     when it fails under a profiler (signal or exit status).
-    preload_var: the variable that gets the profiler's library (see maxrss.c)."""
+    preload_var: the variable that gets the profiler's library (see maxrss.c).
+    program_at: where the profiled program starts in argv (1 after the maxrss launcher):
+    a profiler run by a command of its own (heaptrack) is put there."""
     env = prof.env()
     if preload_var != "LD_PRELOAD" and "LD_PRELOAD" in env:
         env[preload_var] = env.pop("LD_PRELOAD")
+    argv = argv[:program_at] + prof.command() + argv[program_at:]
     t0 = time.monotonic()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          start_new_session=True)

@@ -7,13 +7,15 @@ finds, with the machine and the date, so the figures are always regenerated toge
 The sections are rendered by the report_*.py modules: report_summary.py (the targets'
 table, before and after), report_cpu.py (CPU overhead and its plot, accuracy),
 report_micro.py (handler, stack trie, serialization), report_process.py (threads and
-fork, start-up, memory); report_common.py holds what they share.
+fork, start-up, memory), report_alloc.py (allocation profiling); report_common.py holds
+what they share.
 """
 import datetime
 import os
 import subprocess
 import sys
 
+from report_alloc import alloc_section
 from report_common import asprof_version, gperf_version, has_asprof, load, machine
 from report_cpu import accuracy_section, overhead_section, overhead_svg
 from report_micro import handler_section, serialize_section, trie_section
@@ -85,6 +87,9 @@ def main():
     mem = load(res, "memory.json")
     if mem:
         parts.append(memory_section(mem))
+    al = load(res, "alloc.json")
+    if al:
+        parts.append(alloc_section(al))
     ser = os.path.join(res, "serialize.txt")
     if os.path.exists(ser):
         parts.append(serialize_section(ser))
