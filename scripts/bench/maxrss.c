@@ -14,7 +14,7 @@
  *
  * usage: BENCH_PRELOAD=LIB maxrss PROGRAM [ARGS...]
  * The program's stdout passes through; then prints "child_maxrss_kib N". Exit status:
- * the program's, or 1 when it did not exit normally.
+ * the program's, or 128 + the signal that killed it (as a shell reports it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,5 +49,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("child_maxrss_kib %ld\n", ru.ru_maxrss);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
