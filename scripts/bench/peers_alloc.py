@@ -87,16 +87,17 @@ ON_ENV = {"DD_PROFILING_ALLOCATION_ENABLED": "true", "DD_PROFILING_HEAP_ENABLED"
 
 
 def heap_bound_kib():
-    """The live heap's memory bound (KiB): its table's budget and its stack store's
-    ceiling, read from the headers that define them."""
+    """The live heap's memory bound (KiB): its table's default budget
+    (CONFIG_DEFAULT_HEAP_TABLE, common/config.h) and its two stack stores' ceiling
+    (LIVE_HEAP_STACKS_CEILING each, agent/alloc/live_heap.h), read from the headers."""
     total = 0
-    for header, name in (("live_table.h", "LIVE_TABLE_DEFAULT_BUDGET"),
-                         ("live_heap.h", "LIVE_HEAP_STACKS_CEILING")):
-        with open(os.path.join(ROOT, "agent", "alloc", header)) as f:
-            m = re.search(r"#define %s \(\(size_t\)(\d+) << 20\)" % name, f.read())
+    for path, name, count in (("common/config.h", "CONFIG_DEFAULT_HEAP_TABLE", 1),
+                              ("agent/alloc/live_heap.h", "LIVE_HEAP_STACKS_CEILING", 2)):
+        with open(os.path.join(ROOT, path)) as f:
+            m = re.search(r"#define %s \(+(?:size_t\))?(\d+)(?:ULL)? << 20\)" % name, f.read())
         if not m:
-            raise RuntimeError("%s not found in agent/alloc/%s" % (name, header))
-        total += int(m.group(1)) * 1024
+            raise RuntimeError("%s not found in %s" % (name, path))
+        total += count * int(m.group(1)) * 1024
     return total
 
 

@@ -9,7 +9,7 @@ Targets (libddprof), each judged on every figure named:
   on      at most 3% on the Python workload (whole process, wall and CPU)
   on      below each peer that ran: libddprof on / the peer within a round < 1, on the
           work's and the whole process's wall and CPU, on both workloads
-  on      extra peak RSS within the live heap's bound (its table and stack store)
+  on      extra peak RSS within the live heap's bound (its table and its two stack stores)
 """
 from report_common import fmt, verdict
 
@@ -190,7 +190,7 @@ def alloc_section(al):
            "each); on at most 3%% on the Python "
            "workload (process wall and CPU); on below each peer on every figure (libddprof "
            "on / the peer within a round); on: extra peak RSS within the live heap's "
-           "bound, %.0f MiB (its table's budget and its stack store's ceiling). "
+           "bound, %.0f MiB (its table's default budget and its two stack stores' ceiling). "
            "A verdict marked *noise* would flip within its interval." % (
                al["heap_bound_kib"] / 1024), ""]
     for x in al["left_out"]:
