@@ -96,7 +96,8 @@ void cfi_table_free(struct cfi_table *t);
 /* async-signal-safe. The row covering link-time vaddr `vaddr`, or NULL when none: a
  * binary search over the immutable rows, narrowed by the page index; no calls, no
  * writes. Inline: the unwinder (agent/unwind/unwind_dwarf.c) looks up every frame of
- * every sample. */
+ * every sample, one after another (a frame's pc is read where the previous frame's row
+ * says), so what it waits for is the latency of this search. */
 static inline const struct cfi_row *cfi_table_find(const struct cfi_table *t, uint64_t vaddr)
 {
 	if (!t || t->nrows == 0 || vaddr < t->base || vaddr - t->base > UINT32_MAX)
@@ -114,15 +115,19 @@ static inline const struct cfi_row *cfi_table_find(const struct cfi_table *t, ui
 	} else if (t->page) {
 		lo = t->nrows - 1; /* past the last page: the last row */
 	}
-	/* Last row with row.pc <= pc. */
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->rows[mid].pc <= pc)
-			lo = mid;
-		else
-			hi = mid;
-	}
+	/* Last row with row.pc <= pc; it lies in [r, r + n). Each step keeps the upper
+	 * half when its first row qualifies, else the lower n - half rows (for an odd n,
+	 * one row more than the lower half: a row past the answer, never chosen since the
+	 * rows are sorted). n does not depend on the comparisons: r is the only value
+	 * carried from one step to the next that does, so a step waits for one load and
+	 * one compare, not also for the bounds' arithmetic. */
 	const struct cfi_row *r = &t->rows[lo];
+	for (size_t n = hi - lo; n > 1;) {
+		size_t half = n / 2;
+		if (r[half].pc <= pc)
+			r += half;
+		n -= half;
+	}
 	return r->kind == CFI_NONE ? NULL : r;
 }
 
