@@ -221,7 +221,7 @@ TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_pop
 	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c agent/alloc/live_heap.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
-	agent/unwind/cfi_table_find.c agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
+	agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
 	agent/sample/sampler.c agent/unwind/stack_bounds.c agent/unwind/stack_ranges.c \
 	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/u64map.c \
 	agent/unwind/cfi_cache.c agent/unwind/cfi_cache_file.c common/fs.c agent/unwind/boot_cfi.c agent/unwind/cfi_lookup.c \

@@ -23,25 +23,42 @@
 #ifndef DDPROF_AGENT_STORE_PROFILES_H
 #define DDPROF_AGENT_STORE_PROFILES_H
 
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "agent/store/profile_types.h"
 #include "agent/store/region.h"
 #include "agent/store/trie.h"
 
+/* A cache line (x86-64 and most AArch64 cores). */
+#define PROFILE_LINE 64
+
 struct profile {
-	struct region region;
-	struct stack_trie trie;
-	_Atomic uint32_t writers; /* handlers inside this profile right now */
+	/* Written by every put into the profile (its enter and leave, its kind's totals),
+	 * from every CPU that records at once: one cache line of their own, so that a
+	 * put moves one contended line between CPUs, not two, and so that what every put
+	 * only reads (the trie's root and region pointer) stays shared in each CPU's cache. */
+	alignas(PROFILE_LINE) _Atomic uint32_t writers; /* handlers inside it right now */
 	/* Per profile kind (agent/store/profile_types.h), each of its values: what was
-	 * recorded, dropped included, and what was dropped (new stacks refused past the
-	 * ceiling, or while no memory was mapped for them). */
+	 * recorded, dropped included. */
 	_Atomic uint64_t totals[PROFILE_KINDS][PROFILE_VALUES_MAX];
+	/* From here on, lines that every put reads (the trie's root and region pointer) and
+	 * that are written only for a new stack (inserted or dropped), by growth
+	 * (profiles_grow_if_needed) and by the uploader between periods. */
+	alignas(PROFILE_LINE) struct stack_trie trie;
+	struct region region;
+	/* What was dropped: new stacks refused past the ceiling, or while no memory was
+	 * mapped for them. */
 	_Atomic uint64_t dropped[PROFILE_KINDS][PROFILE_VALUES_MAX];
 	uint64_t start_ns; /* CLOCK_REALTIME when it became active; set before the flip */
 };
+/* A new kind or value that no longer fits beside writers needs another layout. */
+_Static_assert(offsetof(struct profile, totals) + sizeof(((struct profile *)0)->totals) <=
+		   PROFILE_LINE,
+	       "struct profile: writers and totals share one cache line");
 
 struct profile_pair {
 	struct profile p[2];

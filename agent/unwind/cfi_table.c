@@ -2,7 +2,7 @@
  * cfi_table.c - sorted unwind tables and their lookup (see cfi_table.h).
  *
  * Context: normal context only (the ddprof-modules thread, tests). The lookup the
- * signal handler uses, cfi_table_find, is agent/unwind/cfi_table_find.c.
+ * signal handler uses, cfi_table_find, is inline in cfi_table.h.
  *
  * The rows come from cfi_parse.c one FDE at a time; here they are ordered (FDE chunks
  * sorted and concatenated: much cheaper than sorting every row), merged, and trimmed.

@@ -93,8 +93,43 @@ int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 
 void cfi_table_free(struct cfi_table *t);
 
-/* async-signal-safe. The row covering link-time vaddr `vaddr`, or NULL when none. */
-const struct cfi_row *cfi_table_find(const struct cfi_table *t, uint64_t vaddr);
+/* async-signal-safe. The row covering link-time vaddr `vaddr`, or NULL when none: a
+ * binary search over the immutable rows, narrowed by the page index; no calls, no
+ * writes. Inline: the unwinder (agent/unwind/unwind_dwarf.c) looks up every frame of
+ * every sample, one after another (a frame's pc is read where the previous frame's row
+ * says), so what it waits for is the latency of this search. */
+static inline const struct cfi_row *cfi_table_find(const struct cfi_table *t, uint64_t vaddr)
+{
+	if (!t || t->nrows == 0 || vaddr < t->base || vaddr - t->base > UINT32_MAX)
+		return NULL;
+	uint32_t pc = (uint32_t)(vaddr - t->base);
+	size_t lo = 0, hi = t->nrows;
+	if (pc < t->rows[0].pc)
+		return NULL;
+	uint32_t p = pc >> CFI_PAGE_SHIFT;
+	if (t->page && p < t->npages) {
+		/* The answer lies in [page[p], page[p + 1]]: page[p] has pc <= pc. */
+		lo = t->page[p];
+		if (p + 1 < t->npages)
+			hi = (size_t)t->page[p + 1] + 1;
+	} else if (t->page) {
+		lo = t->nrows - 1; /* past the last page: the last row */
+	}
+	/* Last row with row.pc <= pc; it lies in [r, r + n). Each step keeps the upper
+	 * half when its first row qualifies, else the lower n - half rows (for an odd n,
+	 * one row more than the lower half: a row past the answer, never chosen since the
+	 * rows are sorted). n does not depend on the comparisons: r is the only value
+	 * carried from one step to the next that does, so a step waits for one load and
+	 * one compare, not also for the bounds' arithmetic. */
+	const struct cfi_row *r = &t->rows[lo];
+	for (size_t n = hi - lo; n > 1;) {
+		size_t half = n / 2;
+		if (r[half].pc <= pc)
+			r += half;
+		n -= half;
+	}
+	return r->kind == CFI_NONE ? NULL : r;
+}
 
 /* Bytes the rows take. */
 static inline size_t cfi_table_bytes(const struct cfi_table *t)

@@ -510,6 +510,58 @@ START_TEST(synthetic_rules)
 }
 END_TEST
 
+/* The handler's lookup against a linear scan, at every pc of hand-made tables whose
+ * middle page holds 1 to 300 rows (every span its binary search meets in a page, odd
+ * and even), with the page index as cfi_table.c builds it and without one; rows with
+ * no rule among them, and pcs before the first row and past the last page. */
+START_TEST(lookup_matches_linear_scan)
+{
+	enum { PAGE_ROWS_MAX = 300, ROWS_MAX = 3 + PAGE_ROWS_MAX + 2, NPAGES = 3 };
+	static struct cfi_row rows[ROWS_MAX];
+	uint32_t page[NPAGES];
+	const uint64_t base = 0x400000;
+	for (uint32_t count = 1; count <= PAGE_ROWS_MAX; count++) {
+		size_t n = 0;
+		for (uint32_t i = 0; i < 3; i++)
+			rows[n++] = (struct cfi_row){.pc = 0x100 * (i + 1)};
+		for (uint32_t i = 0; i < count; i++) /* 13 * 300 < CFI_PAGE */
+			rows[n++] = (struct cfi_row){.pc = CFI_PAGE + 13 * i};
+		rows[n++] = (struct cfi_row){.pc = 2 * CFI_PAGE + 0x10};
+		rows[n++] = (struct cfi_row){.pc = 2 * CFI_PAGE + 0x800};
+		for (size_t i = 0; i < n; i++) {
+			rows[i].kind = i % 4 == 3 ? CFI_NONE : CFI_SP;
+			rows[i].cfa_off = (int32_t)i;
+		}
+		for (uint32_t p = 0, r = 0; p < NPAGES; p++) { /* last row at or before p's start */
+			while (r + 1 < n && rows[r + 1].pc <= p * CFI_PAGE)
+				r++;
+			page[p] = r;
+		}
+		for (int indexed = 0; indexed < 2; indexed++) {
+			struct cfi_table t = {.base = base, .rows = rows, .nrows = n};
+			if (indexed) {
+				t.page = page;
+				t.npages = NPAGES;
+			}
+			size_t last = 0; /* rows[0, last) have pc <= the pc looked up */
+			for (uint32_t pc = 0; pc < (NPAGES + 1) * CFI_PAGE; pc++) {
+				while (last < n && rows[last].pc <= pc)
+					last++;
+				const struct cfi_row *want = last && rows[last - 1].kind != CFI_NONE
+								 ? &rows[last - 1]
+								 : NULL;
+				const struct cfi_row *got = cfi_table_find(&t, base + pc);
+				ck_assert_msg(
+				    got == want,
+				    "%u rows in the page, index %d, pc %#x: row %td, not %td",
+				    count, indexed, pc, got ? got - rows : -1,
+				    want ? want - rows : -1);
+			}
+		}
+	}
+}
+END_TEST
+
 /* SLEB128 operands at the edges of 64 bits (the cursor the builder and the signal
  * handler's lookup share): a 9-byte negative value's sign extension reaches bit 63,
  * which in int64_t arithmetic was undefined behaviour (UBSan in the ASan build). */
@@ -611,6 +663,7 @@ static Suite *cfi_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, synthetic_rules);
+	tcase_add_test(tc, lookup_matches_linear_scan);
 	tcase_add_test(tc, corrupt_input_never_crashes);
 	tcase_add_test(tc, overflowing_offsets_drop_the_fde);
 	tcase_add_test(tc, sleb128_edges_decode);
