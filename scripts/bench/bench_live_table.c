@@ -4,8 +4,8 @@
  * allocation will pay) and per insert + remove pair (a sampled allocation's life), each
  * beside a baseline loop that reads the same addresses without the table.
  *
- * The table has the default budget (32 MiB) and TRACKED entries (what about 1 GiB of
- * live heap sampled every 512 KiB leaves in it). Cases:
+ * The table has the default budget (DD_PROFILING_HEAP_TABLE_SIZE's, 8 MiB) and TRACKED
+ * entries (what about 1 GiB of live heap sampled every 512 KiB leaves in it). Cases:
  *   untracked-hot   removes of 1024 addresses over and over: their control words stay
  *                   in the cache (a program freeing what it just allocated)
  *   untracked-cold  removes of 4M addresses spread like a heap's (48-byte stride, 192
@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "agent/alloc/live_table.h"
+#include "common/config.h"
 #include "common/hash.h"
 
 #define RUNS 5
@@ -194,7 +195,7 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--quick"))
 		iterations /= 10;
-	if (live_table_init(&table, LIVE_TABLE_DEFAULT_BUDGET) != 0) {
+	if (live_table_init(&table, CONFIG_DEFAULT_HEAP_TABLE) != 0) {
 		fprintf(stderr, "bench_live_table: live_table_init failed\n");
 		return 1;
 	}
