@@ -223,7 +223,7 @@ TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_pop
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
 	agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
 	agent/sample/sampler.c agent/unwind/stack_bounds.c agent/unwind/stack_ranges.c \
-	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/u64map.c \
+	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/u64map.c common/big_alloc.c \
 	agent/unwind/cfi_cache.c agent/unwind/cfi_cache_file.c common/fs.c agent/unwind/boot_cfi.c agent/unwind/cfi_lookup.c \
 	agent/unwind/cfi_decode.c agent/sample/app_signals.c agent/sample/sandbox.c
 tsan: $(BUILD)/workloads/libchurn.so

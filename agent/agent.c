@@ -31,6 +31,7 @@
 #include "agent/unwind/cfi_cache.h"
 #include "agent/unwind/modules.h"
 #include "agent/unwind/unwind.h"
+#include "common/big_alloc.h"
 #include "common/clock.h"
 #include "common/digits.h"
 #include "common/fork_child.h"
@@ -425,4 +426,7 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->heap_stacks_refused = hs.stacks_refused;
 	d->heap_profiler_bytes = live_heap_on() ? live_heap_own_bytes(&hs) : 0;
 	d->heap_compactions = hs.compactions;
+	struct big_alloc_stats bs;
+	big_alloc_stats(&bs);
+	d->profiler_mapped_bytes = bs.mapped_bytes;
 }

@@ -173,6 +173,7 @@ struct agent_diagnostics {
 	uint64_t heap_stacks_refused;
 	uint64_t heap_profiler_bytes;
 	uint64_t heap_compactions;
+	uint64_t profiler_mapped_bytes;
 };
 /* Any thread but a signal handler; all zero while the agent does not run. */
 void agent_get_diagnostics(struct agent_diagnostics *out);

@@ -3,6 +3,7 @@
  * Context: uploader thread and tests; never a signal handler.
  */
 #include "pb.h"
+#include "common/big_alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ void pb_init(struct pb_buf *pb)
 
 void pb_free(struct pb_buf *pb)
 {
-	free(pb->data);
+	big_free(pb->data);
 	pb_init(pb);
 }
 
@@ -38,7 +39,7 @@ static bool pb_reserve(struct pb_buf *pb, size_t extra)
 	size_t cap = pb->cap ? pb->cap : PB_MIN_CAP;
 	while (cap < pb->len + extra)
 		cap *= 2;
-	uint8_t *d = realloc(pb->data, cap);
+	uint8_t *d = big_realloc(pb->data, cap);
 	if (!d) {
 		pb->failed = true;
 		return false;

@@ -4,6 +4,7 @@
  */
 #include "common/strtab.h"
 
+#include "common/big_alloc.h"
 #include "common/hash.h"
 
 #include <errno.h>
@@ -29,15 +30,15 @@ void strtab_free(struct strtab *t)
 {
 	for (size_t i = 0; i < t->len; i++)
 		free(t->strs[i]);
-	free(t->strs);
-	free(t->slots);
+	big_free(t->strs);
+	big_free(t->slots);
 	strtab_init(t);
 }
 
 static int strtab_grow(struct strtab *t)
 {
 	size_t n = t->nslots ? t->nslots * 2 : STRTAB_MIN_CAP;
-	uint32_t *slots = calloc(n, sizeof(*slots));
+	uint32_t *slots = big_calloc(n, sizeof(*slots));
 	if (!slots)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->len; i++) {
@@ -46,7 +47,7 @@ static int strtab_grow(struct strtab *t)
 			j = (j + 1) & (n - 1);
 		slots[j] = (uint32_t)i + 1;
 	}
-	free(t->slots);
+	big_free(t->slots);
 	t->slots = slots;
 	t->nslots = n;
 	return 0;
@@ -65,7 +66,7 @@ int64_t strtab_intern(struct strtab *t, const char *s)
 	}
 	if (t->len == t->cap_strs) {
 		size_t nc = t->cap_strs ? t->cap_strs * 2 : STRTAB_MIN_CAP;
-		char **ns = realloc(t->strs, nc * sizeof(*ns));
+		char **ns = big_realloc(t->strs, nc * sizeof(*ns));
 		if (!ns)
 			return -1;
 		t->strs = ns;

@@ -4,6 +4,7 @@
  */
 #include "common/u64map.h"
 
+#include "common/big_alloc.h"
 #include "common/hash.h"
 
 #include <errno.h>
@@ -19,8 +20,8 @@ void u64map_init(struct u64map *m)
 
 void u64map_free(struct u64map *m)
 {
-	free(m->keys);
-	free(m->vals);
+	big_free(m->keys);
+	big_free(m->vals);
 	u64map_init(m);
 }
 
@@ -62,10 +63,10 @@ int u64map_put(struct u64map *m, uint64_t key, uint64_t val)
 {
 	if ((m->len + 1) * 2 > m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : U64MAP_MIN_CAP;
-		uint64_t *k = calloc(cap, sizeof(*k)), *v = calloc(cap, sizeof(*v));
+		uint64_t *k = big_calloc(cap, sizeof(*k)), *v = big_calloc(cap, sizeof(*v));
 		if (!k || !v) {
-			free(k);
-			free(v);
+			big_free(k);
+			big_free(v);
 			return -ENOMEM;
 		}
 		for (size_t i = 0; i < m->cap; i++) {
@@ -73,8 +74,8 @@ int u64map_put(struct u64map *m, uint64_t key, uint64_t val)
 			if (m->keys[i])
 				u64map_insert(k, v, cap, m->keys[i], m->vals[i], &added);
 		}
-		free(m->keys);
-		free(m->vals);
+		big_free(m->keys);
+		big_free(m->vals);
 		m->keys = k;
 		m->vals = v;
 		m->cap = cap;

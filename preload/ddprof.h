@@ -65,18 +65,21 @@ struct ddprof_diagnostics {
 					 * without libc (raw rt_sigaction): sampling stopped */
 	/* Allocation and live heap profiles (DD_PROFILING_ALLOCATION_ENABLED,
 	 * DD_PROFILING_HEAP_ENABLED). */
-	uint64_t alloc_samples;	       /* sampled allocations recorded, the profiler's
-					* own included ("[profiler]") */
-	uint64_t heap_live_samples;    /* sampled allocations tracked as alive now */
-	uint64_t heap_table_bytes;     /* the table's mapping (DD_PROFILING_HEAP_TABLE_SIZE) */
-	uint64_t heap_table_overflows; /* sampled allocations not tracked: table full */
-	uint64_t heap_stacks;	       /* distinct stacks of tracked allocations kept */
-	uint64_t heap_stacks_refused;  /* sampled allocations not tracked: stack store full */
-	uint64_t heap_profiler_bytes;  /* the live heap's own memory: table pages written
-					* (at most) and the stack store; the heap profile's
-					* "[profiler]" inuse-space */
-	uint64_t heap_compactions;     /* of the stacks kept for tracked allocations: those
-					* of freed ones dropped */
+	uint64_t alloc_samples;		/* sampled allocations recorded, the profiler's
+					 * own included ("[profiler]") */
+	uint64_t heap_live_samples;	/* sampled allocations tracked as alive now */
+	uint64_t heap_table_bytes;	/* the table's mapping (DD_PROFILING_HEAP_TABLE_SIZE) */
+	uint64_t heap_table_overflows;	/* sampled allocations not tracked: table full */
+	uint64_t heap_stacks;		/* distinct stacks of tracked allocations kept */
+	uint64_t heap_stacks_refused;	/* sampled allocations not tracked: stack store full */
+	uint64_t heap_profiler_bytes;	/* the live heap's own memory: table pages written
+					 * (at most) and the stack store; the heap profile's
+					 * "[profiler]" inuse-space */
+	uint64_t heap_compactions;	/* of the stacks kept for tracked allocations: those
+					 * of freed ones dropped */
+	uint64_t profiler_mapped_bytes; /* the profiler's large buffers (unwind and symbol
+					 * tables, the encoder's), mapped directly rather
+					 * than taken from the application's malloc */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -368,6 +368,7 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.heap_stacks_refused = ad.heap_stacks_refused;
 		d.heap_profiler_bytes = ad.heap_profiler_bytes;
 		d.heap_compactions = ad.heap_compactions;
+		d.profiler_mapped_bytes = ad.profiler_mapped_bytes;
 	}
 	memset(out, 0, size);
 	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));

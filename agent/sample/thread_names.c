@@ -3,6 +3,7 @@
  * Context: normal context; lookups from any thread (the snapshot is immutable).
  */
 #include "agent/sample/thread_names.h"
+#include "common/big_alloc.h"
 
 #include <stdlib.h>
 
@@ -42,7 +43,7 @@ const char *thread_names_find(const struct thread_names *names, pid_t tid)
 
 void thread_names_free(struct thread_names *names)
 {
-	free(names->v);
+	big_free(names->v);
 	names->v = NULL;
 	names->n = 0;
 }

@@ -26,8 +26,8 @@ struct thread_names {
 	size_t n;
 };
 
-/* Takes v (n entries, malloc'd; any order, a tid possibly twice) into out: sorted, one
- * entry per tid, the live one where there are two. */
+/* Takes v (n entries, from big_malloc: common/big_alloc.h; any order, a tid possibly twice) into
+ * out: sorted, one entry per tid, the live one where there are two. */
 void thread_names_adopt(struct thread_names *out, struct thread_name *v, size_t n);
 /* tid's name, or NULL (names may be NULL or empty). */
 const char *thread_names_find(const struct thread_names *names, pid_t tid);

@@ -23,6 +23,7 @@
 
 #include "agent/sample/fork_local.h"
 #include "agent/sample/sandbox.h"
+#include "common/big_alloc.h"
 #include "common/raw_syscall.h"
 #include "agent/sample/sampler.h"
 #include "agent/unwind/stack_bounds.h"
@@ -199,7 +200,8 @@ FORK_CHILD_PATH static struct thread_entry *add_locked(pid_t tid)
 		size_t cap =
 		    cap_entries > REGISTRY_MIN_CAP / 2 ? cap_entries * 2 : REGISTRY_MIN_CAP;
 		bool inline_array = entries == inline_entries;
-		struct thread_entry *e = realloc(inline_array ? NULL : entries, cap * sizeof(*e));
+		struct thread_entry *e =
+		    big_realloc(inline_array ? NULL : entries, cap * sizeof(*e));
 		if (!e)
 			return NULL;
 		if (inline_array)
@@ -688,7 +690,7 @@ void threads_snapshot_names(struct thread_names *out)
 	out->v = NULL;
 	out->n = 0;
 	pthread_mutex_lock(registry_lock);
-	struct thread_name *v = n_entries ? malloc(n_entries * sizeof(*v)) : NULL;
+	struct thread_name *v = n_entries ? big_malloc(n_entries * sizeof(*v)) : NULL;
 	size_t n = 0;
 	for (size_t i = 0; v && i < n_entries; i++) {
 		const struct thread_entry *e = &entries[i];

@@ -6,6 +6,7 @@
  * array or the string table never moves a string a caller holds.
  */
 #include "agent/symbolize/sym_cache.h"
+#include "common/big_alloc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ void sym_cache_free(struct sym_cache *c)
 {
 	u64map_free(&c->index);
 	strtab_free(&c->strings);
-	free(c->frames);
+	big_free(c->frames);
 	sym_cache_init(c);
 }
 
@@ -69,7 +70,7 @@ int sym_cache_put(struct sym_cache *c, uint64_t addr, const struct sym_frame *fr
 		size_t nc = c->cap ? c->cap * 2 : SYM_CACHE_MIN_FRAMES;
 		while (nc < c->nframes + n)
 			nc *= 2;
-		struct sym_frame *nf = realloc(c->frames, nc * sizeof(*nf));
+		struct sym_frame *nf = big_realloc(c->frames, nc * sizeof(*nf));
 		if (!nf)
 			return -ENOMEM;
 		c->frames = nf;

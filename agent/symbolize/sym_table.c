@@ -5,6 +5,7 @@
  * by offset, so growing the buffer never invalidates an entry.
  */
 #include "agent/symbolize/sym_table.h"
+#include "common/big_alloc.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -21,8 +22,8 @@ void sym_table_init(struct sym_table *t)
 
 void sym_table_free(struct sym_table *t)
 {
-	free(t->syms);
-	free(t->names);
+	big_free(t->syms);
+	big_free(t->names);
 	sym_table_init(t);
 }
 
@@ -35,7 +36,7 @@ int sym_table_add(struct sym_table *t, uint64_t addr, uint64_t size, const char 
 		return 0;
 	if (t->nsyms == t->cap) {
 		size_t nc = t->cap ? t->cap * 2 : SYM_TABLE_MIN_CAP;
-		struct sym_entry *ns = realloc(t->syms, nc * sizeof(*ns));
+		struct sym_entry *ns = big_realloc(t->syms, nc * sizeof(*ns));
 		if (!ns)
 			return -ENOMEM;
 		t->syms = ns;
@@ -48,7 +49,7 @@ int sym_table_add(struct sym_table *t, uint64_t addr, uint64_t size, const char 
 		if (nc > UINT32_MAX)
 			return -ENOMEM; /* offsets are 32-bit: 4 GiB of names is not a real module
 					 */
-		char *nn = realloc(t->names, nc);
+		char *nn = big_realloc(t->names, nc);
 		if (!nn)
 			return -ENOMEM;
 		t->names = nn;

@@ -45,6 +45,7 @@
 #include "agent/symbolize/sym_dwarf.h"
 #include "agent/symbolize/sym_elf.h"
 #include "agent/symbolize/sym_table.h"
+#include "common/big_alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -117,8 +118,8 @@ void symbolizer_free(struct symbolizer *s)
 		return;
 	for (size_t i = 0; i < s->nmods; i++)
 		module_free(s->mods[i]);
-	free(s->mods);
-	free(s->maps);
+	big_free(s->mods);
+	big_free(s->maps);
 	free(s);
 }
 
@@ -132,7 +133,7 @@ static struct module *module_get(struct symbolizer *s, const char *path, unsigne
 			return s->mods[i];
 	if (s->nmods == s->capmods) {
 		size_t nc = s->capmods ? s->capmods * 2 : 32;
-		struct module **nm = realloc(s->mods, nc * sizeof(*nm));
+		struct module **nm = big_realloc(s->mods, nc * sizeof(*nm));
 		if (!nm)
 			return NULL;
 		s->mods = nm;
@@ -199,7 +200,7 @@ static bool maps_reserve(struct symbolizer *s)
 	if (s->nmaps < s->capmaps)
 		return true;
 	size_t nc = s->capmaps ? s->capmaps * 2 : 64;
-	struct mapping_entry *nm = realloc(s->maps, nc * sizeof(*nm));
+	struct mapping_entry *nm = big_realloc(s->maps, nc * sizeof(*nm));
 	if (!nm)
 		return false;
 	s->maps = nm;

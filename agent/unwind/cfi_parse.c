@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "agent/unwind/cfi_decode.h"
+#include "common/big_alloc.h"
 #include "common/mem_populate.h"
 
 /* How far ahead of the rows written the row buffer is mapped. */
@@ -35,7 +36,7 @@ static bool make_room(struct row_buf *b)
 		return false;
 	if (b->n == b->cap) {
 		size_t cap = b->cap ? b->cap * 2 : 1024;
-		struct cfi_row *r = realloc(b->rows, cap * sizeof(*r));
+		struct cfi_row *r = big_realloc(b->rows, cap * sizeof(*r));
 		if (!r) {
 			b->err = -ENOMEM;
 			return false;
@@ -92,7 +93,7 @@ void cfi_parse_add_chunk(struct row_buf *b, size_t first)
 		return;
 	if (b->nchunks == b->capchunks) {
 		size_t cap = b->capchunks ? b->capchunks * 2 : 256;
-		struct chunk *c = realloc(b->chunks, cap * sizeof(*c));
+		struct chunk *c = big_realloc(b->chunks, cap * sizeof(*c));
 		if (!c) {
 			b->err = -ENOMEM;
 			return;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/unwind/cfi_parse.h"
+#include "common/big_alloc.h"
 #include "common/mem_populate.h"
 #include "agent/unwind/elf_image.h"
 
@@ -117,13 +118,13 @@ static void finish_in_buffer(struct row_buf *b)
 	if (b->n == 0)
 		return;
 	order_chunks(b);
-	struct cfi_row *dst = malloc(b->n * sizeof(*dst));
+	struct cfi_row *dst = big_malloc(b->n * sizeof(*dst));
 	if (!dst) {
 		b->err = -ENOMEM;
 		return;
 	}
 	size_t n = finish_rows(b, dst);
-	free(b->rows);
+	big_free(b->rows);
 	b->rows = dst;
 	b->cap = b->n;
 	b->n = b->populated = n;
@@ -153,7 +154,7 @@ static void build_page_index(struct cfi_table *t, uint32_t *page)
 }
 
 /* The table from b's rows: rows, then the page index, in a shared mapping (big ones) or
- * malloc'd memory. b's buffer is left to the caller. */
+ * big_malloc'd memory. b's buffer is left to the caller. */
 static int finish_table(struct row_buf *b, struct cfi_table *t)
 {
 	uint32_t max_pc = order_chunks(b);
@@ -167,7 +168,7 @@ static int finish_table(struct row_buf *b, struct cfi_table *t)
 		if (m != MAP_FAILED)
 			mem_populate(m, rows_max); /* written in order below: one call, no faults */
 	}
-	struct cfi_row *dst = m != MAP_FAILED ? m : malloc(rows_max);
+	struct cfi_row *dst = m != MAP_FAILED ? m : big_malloc(rows_max);
 	if (!dst)
 		return -ENOMEM;
 	t->rows = dst;
@@ -176,15 +177,15 @@ static int finish_table(struct row_buf *b, struct cfi_table *t)
 		if (m != MAP_FAILED)
 			munmap(m, len_max);
 		else
-			free(dst);
+			big_free(dst);
 		t->rows = NULL;
 		return -ENOENT;
 	}
 	t->npages = (t->rows[t->nrows - 1].pc >> CFI_PAGE_SHIFT) + 1;
 	if (m == MAP_FAILED) {
-		struct cfi_row *exact = realloc(dst, t->nrows * sizeof(*dst));
+		struct cfi_row *exact = big_realloc(dst, t->nrows * sizeof(*dst));
 		t->rows = exact ? exact : dst;
-		uint32_t *page = malloc(t->npages * sizeof(*page));
+		uint32_t *page = big_malloc(t->npages * sizeof(*page));
 		if (page) /* without it (ENOMEM) lookups search every row */
 			build_page_index(t, page);
 		else
@@ -220,7 +221,7 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 			finish_in_buffer(&b);
 			if (b.err)
 				break;
-			cover = malloc(b.n * sizeof(*cover));
+			cover = big_malloc(b.n * sizeof(*cover));
 			if (!cover) {
 				b.err = -ENOMEM;
 				break;
@@ -231,12 +232,12 @@ int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 		}
 		used += cfi_parse_section(&b, &secs[i], &skipped, cover, ncover);
 	}
-	free(cover);
+	big_free(cover);
 	int rc = b.err;
 	if (!rc)
 		rc = used == 0 || b.n == 0 ? -ENOENT : finish_table(&b, out);
-	free(b.chunks);
-	free(b.rows);
+	big_free(b.chunks);
+	big_free(b.rows);
 	if (rc == -ENOENT)
 		out->fdes_skipped = skipped;
 	if (rc < 0)
@@ -252,8 +253,8 @@ void cfi_table_free(struct cfi_table *t)
 	if (t->shared_len) {
 		munmap(t->rows, t->shared_len);
 	} else {
-		free(t->rows);
-		free(t->page);
+		big_free(t->rows);
+		big_free(t->page);
 	}
 	memset(t, 0, sizeof(*t));
 }

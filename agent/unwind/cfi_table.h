@@ -58,7 +58,7 @@ struct cfi_table {
 	uint32_t fdes_skipped;	   /* malformed, unsupported encoding, out of range */
 	uint32_t rows_unsupported; /* rows with a rule we cannot evaluate */
 	/* Tables of CFI_SHARED_MIN bytes or more live in one MAP_SHARED mapping of this
-	 * length (rows, then page), 0 when malloc'd: see cfi_table.c. */
+	 * length (rows, then page), 0 when from big_malloc: see cfi_table.c. */
 	size_t shared_len;
 };
 
@@ -78,7 +78,7 @@ struct cfi_section {
  * Builds a table from up to two sections (.eh_frame first; .debug_frame FDEs only fill
  * pcs no .eh_frame FDE covers). base: the module's lowest link-time vaddr; pcs must lie
  * within 4 GiB above it. Returns 0 or a negative errno (-ENOMEM, -ENOENT when no FDE
- * could be used); on success *out owns malloc'd rows (cfi_table_free).
+ * could be used); on success *out owns its rows (cfi_table_free).
  */
 int cfi_table_build(const struct cfi_section *secs, size_t nsecs, uint64_t base,
 		    struct cfi_table *out);

@@ -30,6 +30,7 @@
 #include "agent/unwind/module_map.h"
 #include "agent/sample/fork_local.h"
 #include "agent/unwind/unwind.h"
+#include "common/big_alloc.h"
 #include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -127,7 +128,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct found *f = realloc(s->f, cap * sizeof(*f));
+		struct found *f = big_realloc(s->f, cap * sizeof(*f));
 		if (!f) {
 			s->err = -ENOMEM;
 			return 1;
@@ -379,7 +380,7 @@ static int refresh(bool *changed_out, bool build)
 			snprintf(s.f[i].path, sizeof(s.f[i].path), "%s", full);
 	}
 	if (s.err) {
-		free(s.f);
+		big_free(s.f);
 		return s.err;
 	}
 	pthread_mutex_lock(&mod_lock);
@@ -449,7 +450,7 @@ static int refresh(bool *changed_out, bool build)
 	update_live_stats();
 	int n = (int)nmods;
 	pthread_mutex_unlock(&mod_lock);
-	free(s.f);
+	big_free(s.f);
 	*changed_out = changed;
 	return n;
 }

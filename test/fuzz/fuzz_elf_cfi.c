@@ -31,7 +31,8 @@
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
  *     test/fuzz/fuzz_elf_cfi.c agent/unwind/elf_image.c agent/unwind/cfi_table.c \
  *     agent/unwind/cfi_parse.c agent/unwind/cfi_decode.c agent/unwind/cfi_lookup.c \
- *     agent/symbolize/sym_elf.c agent/symbolize/sym_table.c common/mem_populate.c -o fuzz_elf_cfi
+ *     agent/symbolize/sym_elf.c agent/symbolize/sym_table.c common/mem_populate.c \
+ *     common/big_alloc.c -o fuzz_elf_cfi
  * Run: ./fuzz_elf_cfi -max_total_time=60 test/fuzz/corpus/elf_cfi/
  */
 #include <elf.h>

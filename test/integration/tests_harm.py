@@ -11,7 +11,7 @@ import struct
 import subprocess
 import time
 
-from itest import CACHE_HOME, LIB, WORKLOADS, check, dump, profile_files
+from itest import CACHE_HOME, LIB, WORKLOADS, check, dump, profile_files, run_profiled
 from tests_unwind import stack_shares, top_outer
 
 # struct cfi_cache_header (agent/unwind/cfi_cache_file.h): magic, version, row size, the key
@@ -188,3 +188,53 @@ def test_hostile_unwind_cache_directory(ctx):
     return ("peak RSS %d KiB, mappings %d KiB (sane cache: %d, %d KiB); cpu %.2f s, rooted "
             "%.2f%%; %d files refused, 1 warning" % (rss, vm, sane_rss, sane_vm, cpu, share,
                                                      len(planted)))
+
+
+MALLOC_POLICY = os.path.join(WORKLOADS, "malloc_policy")
+POLICY_RE = re.compile(r"blocks (\d+) heap_served (\d+)")
+
+
+def run_policy(ctx, env, args=()):
+    rc, out, err, _, _ = run_profiled([MALLOC_POLICY, "3.5"] + list(args), env, timeout=60,
+                                      preload=bool(env))
+    check(rc == 0, "malloc_policy exited %d: %s" % (rc, err[-500:]))
+    m = POLICY_RE.search(out)
+    check(m, "no result line: %r" % out)
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_the_applications_malloc_thresholds_are_left_as_they_were(ctx):
+    """glibc raises its mmap threshold (and trim threshold) for the whole process when a
+    block it mapped is freed: a profiler that frees large buffers of its own through glibc
+    changes how the application's large allocations are served. The application's
+    256 KiB, 1 MiB and 4 MiB blocks stay mappings of their own through start-up, module
+    scans, symbolization and several uploads (to files and over HTTP), with allocation
+    profiling off and on; the program freeing a large block itself shows that the check
+    can fail."""
+    blocks, served = run_policy(ctx, {}, ["raise"])
+    check(blocks > 100 and served * 3 >= blocks,
+          "control: after its own free of a 300 KiB block, the program's 256 KiB blocks "
+          "should come from the heap (a third of %d), saw %d" % (blocks, served))
+    from tests_upload import Intake
+    with Intake(ctx, "intake") as intake:
+        for alloc in ("false", "true"):
+            for exporter in ("file", "http"):
+                out = os.path.join(ctx.dir, "out-%s-%s" % (alloc, exporter))
+                env = {"DD_PROFILING_UPLOAD_PERIOD": "1",
+                       "DD_PROFILING_ALLOCATION_ENABLED": alloc,
+                       "DD_PROFILING_HEAP_ENABLED": alloc}
+                if exporter == "file":
+                    env["DD_PROFILING_OUTPUT_DIR"] = out
+                else:
+                    env["DD_TRACE_AGENT_URL"] = intake.url
+                blocks, served = run_policy(ctx, env)
+                check(blocks > 100, "only %d rounds" % blocks)
+                check(served == 0,
+                      "allocation profiling %s, %s exporter: %d of the application's %d "
+                      "large blocks came from the heap: its mmap threshold was raised"
+                      % (alloc, exporter, served, blocks))
+                if exporter == "file":
+                    n = len(profile_files(out))
+                    check(n >= 3, "expected a profile a second and one at exit, saw %d" % n)
+        check(len(intake.records()) >= 6, "expected uploads over HTTP, saw %d"
+              % len(intake.records()))

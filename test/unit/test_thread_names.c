@@ -11,13 +11,14 @@
 
 #include <check.h>
 
+#include "common/big_alloc.h"
 #include "test/unit/check_run.h"
 #include <stdlib.h>
 #include <string.h>
 
 static struct thread_name *names_of(const struct thread_name *src, size_t n)
 {
-	struct thread_name *v = malloc(n * sizeof(*v));
+	struct thread_name *v = big_malloc(n * sizeof(*v));
 	ck_assert_ptr_nonnull(v);
 	memcpy(v, src, n * sizeof(*v));
 	return v;
