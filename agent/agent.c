@@ -27,6 +27,7 @@
 #include "agent/sample/app_signals.h"
 #include "agent/sample/fork_local.h"
 #include "agent/sample/threads.h"
+#include "agent/symbolize/perf_map.h"
 #include "agent/unwind/boot_cfi.h"
 #include "agent/unwind/cfi_cache.h"
 #include "agent/unwind/modules.h"
@@ -425,4 +426,9 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->heap_stacks_refused = hs.stacks_refused;
 	d->heap_profiler_bytes = live_heap_on() ? live_heap_own_bytes(&hs) : 0;
 	d->heap_compactions = hs.compactions;
+	struct perf_map_totals pt;
+	perf_map_get_totals(&pt);
+	d->jit_map_rejects = pt.rejects;
+	d->jit_map_bad_lines = pt.bad_lines;
+	d->jit_frames = pt.frames;
 }

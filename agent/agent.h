@@ -173,6 +173,9 @@ struct agent_diagnostics {
 	uint64_t heap_stacks_refused;
 	uint64_t heap_profiler_bytes;
 	uint64_t heap_compactions;
+	uint64_t jit_map_rejects;
+	uint64_t jit_map_bad_lines;
+	uint64_t jit_frames;
 };
 /* Any thread but a signal handler; all zero while the agent does not run. */
 void agent_get_diagnostics(struct agent_diagnostics *out);

@@ -77,6 +77,12 @@ struct ddprof_diagnostics {
 					* "[profiler]" inuse-space */
 	uint64_t heap_compactions;     /* of the stacks kept for tracked allocations: those
 					* of freed ones dropped */
+	/* JIT code named from the perf map, /tmp/perf-<pid>.map (see README). */
+	uint64_t jit_map_rejects;   /* upload periods that found the map and ignored it
+				     * (not a regular file of ours, writable by others, huge) */
+	uint64_t jit_map_bad_lines; /* lines of the map skipped: malformed or too long */
+	uint64_t jit_frames;	    /* frames named from the map (once per distinct pc
+				     * per profile) */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */
