@@ -72,6 +72,7 @@ struct perf_map {
 	uint8_t tail[TAIL_BYTES];
 	size_t tail_len; /* the bytes before offset */
 	bool warned;	 /* this process refused a map once and said so */
+	bool warned_bad; /* ... skipped bad lines once and said so */
 	struct perf_map_stats st;
 };
 
@@ -489,7 +490,14 @@ int perf_map_refresh_path(struct perf_map *pm, const char *path)
 	pm->size = size;
 	pm->mtime_ns = mtime;
 	pm->oom = false;
+	uint64_t bad_before = pm->st.bad_lines;
 	read_lines(pm, fd, size);
+	if (pm->st.bad_lines > bad_before && !pm->warned_bad) {
+		pm->warned_bad = true;
+		log_warn("JIT perf map %s: %llu malformed or overlong lines skipped (later ones "
+			 "are counted, not reported)",
+			 path, (unsigned long long)(pm->st.bad_lines - bad_before));
+	}
 	size_t tl = read_tail(pm, fd, pm->tail);
 	close(fd);
 	pm->tail_len = tl == (size_t)-1 ? 0 : tl;
@@ -507,7 +515,7 @@ int perf_map_refresh(struct perf_map *pm)
 	int pid = (int)getpid();
 	if (pm->pid != pid) { /* first pass, or a fork child: not the parent's map */
 		forget(pm);
-		pm->warned = false;
+		pm->warned = pm->warned_bad = false;
 		pm->pid = pid;
 	}
 	char path[PATH_BYTES];

@@ -15,7 +15,8 @@
  *    through a symbolic link), owned by the effective user, writable by nobody else,
  *    and at most PERF_MAP_FILE_MAX bytes; otherwise it is ignored, its entries dropped,
  *    with one warning per process (see perf_map_refresh) and a count. Lines longer
- *    than PERF_MAP_LINE_MAX, or that do not parse, are skipped and counted; names are
+ *    than PERF_MAP_LINE_MAX, or that do not parse, are skipped and counted (the first
+ *    pass that skips some says so in one warning per process); names are
  *    cut at PERF_MAP_NAME_MAX bytes and made printable UTF-8 (other bytes become '?').
  *    Lines are taken while the ranges kept and the pass's lines number fewer than
  *    PERF_MAP_ENTRIES_MAX (a line nested in an older range splits it in two, so ranges

@@ -106,6 +106,28 @@ START_TEST(valid_lines_name_their_ranges)
 }
 END_TEST
 
+/* Runs one refresh with stderr in a file: the refresh's result, and the number of
+ * warning lines about the perf map it wrote into *warnings. */
+static int refresh_counting_warnings(int *warnings)
+{
+	char errpath[160];
+	snprintf(errpath, sizeof(errpath), "%s/stderr", dir);
+	int efd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	int saved = dup(2);
+	ck_assert(efd >= 0 && saved >= 0);
+	dup2(efd, 2);
+	int rc = perf_map_refresh_path(pm, path);
+	dup2(saved, 2);
+	close(saved);
+	char buf[4096] = {0};
+	ssize_t n = pread(efd, buf, sizeof(buf) - 1, 0);
+	close(efd);
+	*warnings = 0;
+	for (const char *p = buf; n > 0 && (p = strstr(p, "perf map")) != NULL; p++)
+		(*warnings)++;
+	return rc;
+}
+
 START_TEST(garbage_lines_are_skipped_and_counted)
 {
 	static const char text[] = "\n"				    /* empty */
@@ -122,8 +144,14 @@ START_TEST(garbage_lines_are_skipped_and_counted)
 				   "5000 10 good\n"
 				   "6000 10 ctl\001\177 bad \xff\xc3\x28 utf8 \xc3\xa9 ok\n";
 	write_file(text);
-	ck_assert_int_eq(perf_map_refresh_path(pm, path), 2);
+	int warnings;
+	ck_assert_int_eq(refresh_counting_warnings(&warnings), 2);
 	ck_assert_uint_eq(stats().bad_lines, 11);
+	ck_assert_msg(warnings == 1, "%d warning lines for bad lines, expected 1", warnings);
+	append_file("zz\n");
+	ck_assert_int_eq(refresh_counting_warnings(&warnings), 2);
+	ck_assert_uint_eq(stats().bad_lines, 12);
+	ck_assert_msg(warnings == 0, "warned again for bad lines");
 	assert_name(0x1000, NULL);
 	assert_name(0x5008, "good");
 	/* Control bytes and broken UTF-8 become '?'; a well-formed é stays. */
@@ -290,28 +318,6 @@ START_TEST(growth_is_read_from_where_the_last_pass_stopped)
 	assert_name(0x6000, "rewritten, and longer than the file wa2");
 }
 END_TEST
-
-/* Runs one refresh with stderr in a file: the refresh's result, and the number of
- * warning lines about the perf map it wrote into *warnings. */
-static int refresh_counting_warnings(int *warnings)
-{
-	char errpath[160];
-	snprintf(errpath, sizeof(errpath), "%s/stderr", dir);
-	int efd = open(errpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	int saved = dup(2);
-	ck_assert(efd >= 0 && saved >= 0);
-	dup2(efd, 2);
-	int rc = perf_map_refresh_path(pm, path);
-	dup2(saved, 2);
-	close(saved);
-	char buf[4096] = {0};
-	ssize_t n = pread(efd, buf, sizeof(buf) - 1, 0);
-	close(efd);
-	*warnings = 0;
-	for (const char *p = buf; n > 0 && (p = strstr(p, "perf map")) != NULL; p++)
-		(*warnings)++;
-	return rc;
-}
 
 /* A trusted map, then the change applied: refused, its entries dropped, counted. */
 static void check_refused(void (*make_untrusted)(void), const char *why)
