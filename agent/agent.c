@@ -27,6 +27,7 @@
 #include "agent/sample/app_signals.h"
 #include "agent/sample/fork_local.h"
 #include "agent/sample/threads.h"
+#include "agent/symbolize/perf_map.h"
 #include "agent/unwind/boot_cfi.h"
 #include "agent/unwind/cfi_cache.h"
 #include "agent/unwind/modules.h"
@@ -429,4 +430,9 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	struct big_alloc_stats bs;
 	big_alloc_stats(&bs);
 	d->profiler_mapped_bytes = bs.mapped_bytes;
+	struct perf_map_totals pt;
+	perf_map_get_totals(&pt);
+	d->jit_map_rejects = pt.rejects;
+	d->jit_map_bad_lines = pt.bad_lines;
+	d->jit_frames = pt.frames;
 }

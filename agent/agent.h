@@ -174,6 +174,9 @@ struct agent_diagnostics {
 	uint64_t heap_profiler_bytes;
 	uint64_t heap_compactions;
 	uint64_t profiler_mapped_bytes;
+	uint64_t jit_map_rejects;
+	uint64_t jit_map_bad_lines;
+	uint64_t jit_frames;
 };
 /* Any thread but a signal handler; all zero while the agent does not run. */
 void agent_get_diagnostics(struct agent_diagnostics *out);

@@ -6,8 +6,10 @@
  * linked: a profiled process maps it only once it serializes a profile (gzip) or
  * checks a .gnu_debuglink CRC, both on the uploader thread; a short process, or a fork
  * child that exits before its first upload, never does (start-up time, and five fewer
- * mappings for every fork to copy). <zlib.h> is included for types only. When libz is
- * missing, z_api_get returns NULL and callers fail cleanly.
+ * mappings for every fork to copy). A zlib the process already exports (its own, as
+ * Node.js's, or libz it links) is used instead of loading libz beside it (z_api.c says
+ * why). <zlib.h> is included for types only. When libz is missing, z_api_get returns
+ * NULL and callers fail cleanly.
  * Context: uploader thread (and tests), one caller at a time; never a signal handler.
  */
 #ifndef DDPROF_COMMON_Z_API_H

@@ -80,6 +80,12 @@ struct ddprof_diagnostics {
 	uint64_t profiler_mapped_bytes; /* the profiler's large buffers (unwind and symbol
 					 * tables, the encoder's), mapped directly rather
 					 * than taken from the application's malloc */
+	/* JIT code named from the perf map, /tmp/perf-<pid>.map (see README). */
+	uint64_t jit_map_rejects;   /* upload periods that found the map and ignored it
+				     * (not a regular file of ours, writable by others, huge) */
+	uint64_t jit_map_bad_lines; /* lines of the map skipped: malformed or too long */
+	uint64_t jit_frames;	    /* frames named from the map (once per distinct pc
+				     * per profile) */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -369,6 +369,9 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.heap_profiler_bytes = ad.heap_profiler_bytes;
 		d.heap_compactions = ad.heap_compactions;
 		d.profiler_mapped_bytes = ad.profiler_mapped_bytes;
+		d.jit_map_rejects = ad.jit_map_rejects;
+		d.jit_map_bad_lines = ad.jit_map_bad_lines;
+		d.jit_frames = ad.jit_frames;
 	}
 	memset(out, 0, size);
 	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));

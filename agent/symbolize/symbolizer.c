@@ -30,6 +30,12 @@
  * crt1 variants, and reaches into the next function only when that one is unnamed too.
  *
  * The vdso has no file: its module is read from the image mapped in this process.
+ *
+ * JIT code: a pc in no module file (anonymous executable memory, or memory no longer
+ * executable or mapped at all by the time of the upload) is named from the process's
+ * perf map, /tmp/perf-<pid>.map (agent/symbolize/perf_map.h: read again at each refresh,
+ * only what was appended), one frame, no file or line. An anonymous executable mapping
+ * that the map covers in part is shown as "[jit]" (others keep "[anon]").
  */
 #include "agent/symbolize/symbolizer.h"
 
@@ -40,6 +46,7 @@
 #include <sys/stat.h>
 
 #include "agent/symbolize/dw_api.h"
+#include "agent/symbolize/perf_map.h"
 #include "agent/symbolize/sym_cache.h"
 #include "agent/symbolize/sym_demangle.h"
 #include "agent/symbolize/sym_dwarf.h"
@@ -58,6 +65,8 @@
 #define MODULE_IDLE_REFRESHES 16
 #define MAPS_LINE_MAX (4096 + 128) /* PATH_MAX plus the fields before the path */
 #define VDSO_NAME "[vdso]"
+#define ANON_NAME "[anon]" /* anonymous executable memory the perf map does not cover */
+#define JIT_NAME "[jit]"   /* ... and memory it covers */
 
 struct module {
 	char *path;
@@ -89,8 +98,9 @@ struct symbolizer {
 	size_t nmaps, capmaps;
 	const struct dw_api *api;
 	bool api_tried;
-	bool names_only; /* symbolizer_set_names_only */
-	uint64_t gen;	 /* refresh count */
+	bool names_only;      /* symbolizer_set_names_only */
+	struct perf_map *jit; /* the perf map; NULL until the first refresh, or no memory */
+	uint64_t gen;	      /* refresh count */
 	size_t cache_limit;
 	struct symbolizer_stats st;
 };
@@ -120,6 +130,7 @@ void symbolizer_free(struct symbolizer *s)
 		module_free(s->mods[i]);
 	big_free(s->mods);
 	big_free(s->maps);
+	perf_map_free(s->jit);
 	free(s);
 }
 
@@ -264,6 +275,21 @@ void symbolizer_release_dwarf(struct symbolizer *s)
 	}
 }
 
+/* Reads what is new in the perf map (this pid's: a fork child's own) and names the
+ * anonymous executable mappings it covers "[jit]". */
+static void refresh_jit(struct symbolizer *s)
+{
+	if (!s->jit)
+		s->jit = perf_map_new();
+	if (!s->jit || perf_map_refresh(s->jit) <= 0)
+		return;
+	for (size_t i = 0; i < s->nmaps; i++) {
+		struct mapping_entry *me = &s->maps[i];
+		if (!me->mod && perf_map_overlaps(s->jit, me->pub.start, me->pub.end))
+			me->pub.path = JIT_NAME;
+	}
+}
+
 int symbolizer_refresh(struct symbolizer *s)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -296,10 +322,11 @@ int symbolizer_refresh(struct symbolizer *s)
 			mod = module_get(s, path, 0, (const void *)start, end - start);
 		if (mod)
 			mod->seen_gen = s->gen;
-		/* Anonymous executable memory (JIT...): keep its bracketed name if any. */
-		mapping_fill(me, mod, "[anon]");
+		/* Anonymous executable memory (JIT...): named below when the perf map covers it. */
+		mapping_fill(me, mod, ANON_NAME);
 	}
 	fclose(f);
+	refresh_jit(s);
 	apply_budget(s);
 	return (int)s->nmaps;
 }
@@ -477,15 +504,27 @@ static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 	return n;
 }
 
+/* A pc in no module file: its name in the perf map, one frame, or nothing. */
+static size_t jit_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
+			 struct sym_frame *out, size_t max)
+{
+	const char *name = s->jit && max > 0 ? perf_map_find(s->jit, pc - is_return_address) : NULL;
+	if (!name)
+		return 0;
+	out[0] = (struct sym_frame){name, NULL, 0};
+	s->st.jit_frames++;
+	return 1;
+}
+
 size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
 			 struct sym_frame *out, size_t max)
 {
 	int idx = symbolizer_find_mapping(s, pc);
-	if (idx < 0)
-		return 0;
+	if (idx < 0 || !s->maps[idx].mod)
+		return jit_frames(s, pc, is_return_address, out, max);
 	const struct mapping_entry *me = &s->maps[idx];
 	struct module *m = me->mod;
-	if (!m || !me->delta_known)
+	if (!me->delta_known)
 		return 0;
 	uint64_t vaddr = (uint64_t)((int64_t)pc + me->vaddr_delta) - (is_return_address ? 1 : 0);
 	s->st.lookups++;
@@ -551,7 +590,8 @@ size_t symbolizer_module_count(const struct symbolizer *s)
 
 size_t symbolizer_bytes(const struct symbolizer *s)
 {
-	size_t b = sizeof(*s) + s->capmods * sizeof(s->mods[0]) + s->capmaps * sizeof(s->maps[0]);
+	size_t b = sizeof(*s) + s->capmods * sizeof(s->mods[0]) + s->capmaps * sizeof(s->maps[0]) +
+		   (s->jit ? perf_map_bytes(s->jit) : 0);
 	for (size_t i = 0; i < s->nmods; i++) {
 		const struct module *m = s->mods[i];
 		b += sizeof(*m) + strlen(m->path) + 1 + sym_table_bytes(&m->syms) +

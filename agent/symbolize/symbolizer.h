@@ -10,6 +10,9 @@
  *    frames, files and lines from DWARF. Without it: names from the module's own
  *    .symtab/.dynsym (libelf), one frame per pc.
  *  - The vdso (no file) is named from its image in this process's memory, by libelf.
+ *  - JIT code (a pc in no module file) is named from the process's perf map,
+ *    /tmp/perf-<pid>.map (agent/symbolize/perf_map.h), read at each refresh; the
+ *    anonymous mappings it covers are shown as "[jit]".
  *  - C++ names are demangled. A pc of a program's entry code that no symbol covers is
  *    named "_start" (stripped programs; see symbolizer.c for the rule).
  *  - Memory: the pc caches have a byte budget, checked at each refresh: past it every
@@ -56,6 +59,7 @@ struct symbolizer_stats {
 	uint64_t resolve_cpu_ns;      /* uploader CPU time spent resolving misses */
 	uint64_t resolve_wall_ns;     /* ... and wall time (includes waiting for a core) */
 	uint64_t tables_read;	      /* module symbol tables read (once per module file) */
+	uint64_t jit_frames;	      /* pcs named from the perf map (JIT code) */
 	size_t cache_entries;	      /* pcs cached now */
 	size_t cache_bytes;	      /* bytes of the pc caches now */
 	bool libdw;		      /* libdw was loaded */
@@ -65,7 +69,8 @@ struct symbolizer *symbolizer_new(void);
 void symbolizer_free(struct symbolizer *s);
 
 /* Re-reads the executable mappings (modules may have been loaded or unloaded) and drops
- * the noted ones. Module caches survive. Applies the memory budget (see above). Returns
+ * the noted ones, and reads what is new in the perf map. Module caches survive. Applies
+ * the memory budget (see above). Returns
  * the number of mappings or a negative errno. Invalidates strings of earlier results. */
 int symbolizer_refresh(struct symbolizer *s);
 /* Ends every libdwfl session now, giving back the DWARF data they hold (often several
@@ -108,7 +113,8 @@ int symbolizer_mapping_debug_info(const struct symbolizer *s, int idx);
  * named (no module, or no symbol or DWARF covers it): the caller keeps the mapping and
  * address. is_return_address: pc came from a caller frame; it is looked up at pc - 1 so
  * a call at the very end of a function is attributed to that function and to the line
- * of the call. Strings stay valid until the next symbolizer_refresh or symbolizer_free.
+ * of the call. A pc in no module file gets its perf map name, if any (one frame, no
+ * file). Strings stay valid until the next symbolizer_refresh or symbolizer_free.
  */
 size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
 			 struct sym_frame *out, size_t max);
