@@ -2,8 +2,10 @@
 peers_alloc.py), and their lines in the targets' table.
 
 Targets (libddprof), each judged on every figure named:
-  off     within noise of no profiler: the 95% interval of the ratio reaches 1 (or lies
-          below), micro-benchmark work wall and CPU, Python whole process wall and CPU
+  off     within noise of no profiler: the 95% interval of the ratio holds 1, micro-
+          benchmark work wall and CPU, Python whole process wall and CPU. An interval
+          wholly below 1 misses too: the program ran differently beside the agent (as when
+          the agent's freed buffers raised glibc's mmap threshold for the whole process)
   on      at most +10 ns per malloc/free pair on the micro-benchmark (wall and CPU), in
           its steady state (after a pause) and from the process's start, each
   on      at most 3% on the Python workload (whole process, wall and CPU)
@@ -39,14 +41,14 @@ def row(al, workload, profiler):
 
 
 def off_ok(al, workload):
-    """Within noise: each judged figure's interval reaches 1; None without intervals."""
+    """Within noise: each judged figure's interval holds 1; None without intervals."""
     r = row(al, workload, OFF)
     if not r:
         return None
     cis = [r["ratio_ci"].get(k) for k in OFF_KEYS[workload]]
     if None in cis:
         return None
-    return all(ci[0] <= 1 for ci in cis)
+    return all(ci[0] <= 1 <= ci[1] for ci in cis)
 
 
 def pair_ok(al, workload):
@@ -110,7 +112,7 @@ def summary_rows(al):
                 for k in OFF_KEYS[w])))
     if offs:
         rows.append(("allocation profiling off (preloaded) / no profiler", "; ".join(offs),
-                     "within noise (95% CI reaches 1)",
+                     "within noise (95% CI holds 1)",
                      verdict(all_of(off_ok(al, w) for w in WORKLOADS if row(al, w, OFF)))))
     for w, when in (("micro", "steady, after a pause of %g s" % al.get("pause_s", 0)),
                     ("micro-start", "from the process's start")):
@@ -185,7 +187,7 @@ def alloc_section(al):
                rounds_text(rounds.get("micro")), rounds_text(rounds.get("micro-start")),
                rounds_text(rounds.get("python"))), "",
            "Targets (libddprof): off within noise of no profiler (the ratio's interval "
-           "reaches 1: micro work wall and CPU, python process wall and CPU); on at most "
+           "holds 1, a speed-up beyond noise included: micro work wall and CPU, python process wall and CPU); on at most "
            "+10 ns per malloc/free pair (wall and CPU; after the pause and from the start, "
            "each); on at most 3%% on the Python "
            "workload (process wall and CPU); on below each peer on every figure (libddprof "
