@@ -187,7 +187,7 @@ def alloc_section(al):
                rounds_text(rounds.get("micro")), rounds_text(rounds.get("micro-start")),
                rounds_text(rounds.get("python"))), "",
            "Targets (libddprof): off within noise of no profiler (the ratio's interval "
-           "holds 1, a speed-up beyond noise included: micro work wall and CPU, python process wall and CPU); on at most "
+           "holds 1, so that a speed-up beyond noise misses too; micro work wall and CPU, python process wall and CPU); on at most "
            "+10 ns per malloc/free pair (wall and CPU; after the pause and from the start, "
            "each); on at most 3%% on the Python "
            "workload (process wall and CPU); on below each peer on every figure (libddprof "
