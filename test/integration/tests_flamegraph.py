@@ -234,6 +234,11 @@ def test_flamegraph_of_cpu_split_in_chromium(ctx):
     page, data = write_page(ctx, files)
     check(data["sampleType"] == "cpu-time" and len(data["files"]) == len(files),
           "page of %s from %d files" % (data["sampleType"], len(data["files"])))
+    cats = {n: data["categories"][c] for n, c in zip(data["names"], data["cat"])}
+    want = {"hot_a": "program", "worker": "program", "start_thread": "libc",
+            "clone3": "libc", "[profiler]": "profiler"}
+    check(all(cats.get(n) == c for n, c in want.items()),
+          "colour categories %s, expected %s" % ({n: cats.get(n) for n in want}, want))
     # A burner thread: its total is pprof-dump's per-thread value.
     tids = {}
     for p in profs:
