@@ -124,7 +124,7 @@ struct found {
 static bool find(struct live_table *t, uintptr_t addr, uint64_t h, struct found *f,
 		 uint64_t *probes)
 {
-	uint64_t home = live_table_home(t, addr, h), tag = live_table_tag(h);
+	uint64_t home = live_table_home(t, h), tag = live_table_tag(h);
 	for (unsigned d = 0; d < t->probe_buckets; d++) {
 		uint64_t j = bucket_at(t, home, d);
 		uint64_t w = atomic_load_explicit(&t->ctrl[j], memory_order_relaxed);
@@ -232,7 +232,7 @@ bool live_table_insert(struct live_table *t, uintptr_t addr, uint64_t ref, uint6
 	 * application freed an address that malloc had not returned yet: a new slot). */
 	if (dup && replace(t, &f, addr, ref, size, weight))
 		return true;
-	uint64_t home = live_table_home(t, addr, h);
+	uint64_t home = live_table_home(t, h);
 	unsigned passed = 0; /* buckets whose overflow count this insert raised */
 	for (unsigned d = 0; d < t->probe_buckets; d++) {
 		uint64_t j = bucket_at(t, home, d);
@@ -295,7 +295,7 @@ bool live_table_remove_slow(struct live_table *t, uintptr_t addr, uint64_t h,
 	/* Release pairs with claim_in's acquire CAS: the payload reads and the tag's
 	 * clearing above happen before the next owner's writes. */
 	atomic_store_explicit(&s->key, k & KEY_GEN_MASK, memory_order_release);
-	uint64_t home = live_table_home(t, addr, h);
+	uint64_t home = live_table_home(t, h);
 	for (unsigned d = 0; d < f.dist; d++)
 		atomic_fetch_sub_explicit(&t->ctrl[bucket_at(t, home, d)], CTRL_OVERFLOW_ONE,
 					  memory_order_relaxed);
@@ -429,7 +429,6 @@ int live_table_init(struct live_table *t, size_t budget)
 	t->ctrl = p;
 	t->slots = (struct live_table_slot *)((char *)p + ctrl_bytes(nbuckets));
 	t->nbuckets = nbuckets;
-	t->ngroups = nbuckets / LIVE_TABLE_GROUP_BUCKETS;
 	t->probe_buckets =
 	    nbuckets < LIVE_TABLE_PROBE_BUCKETS ? (unsigned)nbuckets : LIVE_TABLE_PROBE_BUCKETS;
 	zero_counters(t);
