@@ -13,6 +13,16 @@
  *    entry of the home bucket matches by chance once in 255: with n entries in c slots,
  *    a share of about 7n / 255c of those addresses reads a slot too (n / 37c), until
  *    buckets fill up and overflow.
+ *  - Before the control words, a coarser filter that keeps a free's read in the
+ *    first-level cache: a count of the entries in each 64 KiB region of the address
+ *    space (LIVE_TABLE_REGIONS counters, region number modulo their count). A free in a
+ *    region without an entry, most of them while sampled allocations are sparse, reads
+ *    only its counter: neighbouring regions share a cache line, and an application's
+ *    frees stay in a few regions at a time, where the control word of a hashed bucket
+ *    is anywhere in the array. The count is exact, never below the entries of the
+ *    region: an insert raises it before the hook returns the address to the
+ *    application (so before any free of it), and it is lowered only by the removal of
+ *    an entry (or by an insert that placed none).
  *  - An entry lives in its home bucket or, when that one is full, in one of the next
  *    LIVE_TABLE_PROBE_BUCKETS - 1 (each one passed counts the overflow). Past that the
  *    insert is refused and counted: a full table never blocks and never crashes.
@@ -55,6 +65,11 @@
  * suite checks how much). A lookup reads past its home bucket only while an entry
  * overflowed past it, the next control words most often on the same cache line. */
 #define LIVE_TABLE_PROBE_BUCKETS 32
+/* The regions of the coarse filter: 64 KiB each, 4096 counters (16 KiB, modulo
+ * 256 MiB of address space). */
+#define LIVE_TABLE_REGION_SHIFT 16
+#define LIVE_TABLE_REGIONS 4096
+
 /* Addresses are below this: user space on x86-64 (48-bit or 57-bit addresses); the
  * key word keeps its top byte for a slot's state. */
 #define LIVE_TABLE_ADDR_LIMIT ((uintptr_t)1 << 56)
@@ -92,6 +107,8 @@ struct live_table {
 	_Atomic uint64_t displaced;  /* entries outside their home bucket */
 	_Atomic uint64_t probes;     /* slots read because their tag matched */
 	_Atomic uint64_t false_hits; /* removes whose tags matched and found nothing */
+	/* Entries per region (live_table_region), relaxed: see the top of this file. */
+	alignas(64) _Atomic uint32_t regions[LIVE_TABLE_REGIONS];
 };
 
 struct live_table_stats {
@@ -133,6 +150,12 @@ bool live_table_remove_slow(struct live_table *t, uintptr_t addr, uint64_t h,
 static inline uint64_t live_table_hash(uintptr_t addr)
 {
 	return (uint64_t)addr * 0x9e3779b97f4a7c15ULL;
+}
+
+/* async-signal-safe. addr's counter of the coarse filter. */
+static inline uint64_t live_table_region(uintptr_t addr)
+{
+	return (addr >> LIVE_TABLE_REGION_SHIFT) & (LIVE_TABLE_REGIONS - 1);
 }
 
 /* async-signal-safe. addr's home bucket: the top bits of its hash scaled to nbuckets. */
@@ -177,6 +200,10 @@ static inline uint64_t live_table_match(uint64_t w, uint64_t tag)
 static inline bool live_table_remove(struct live_table *t, uintptr_t addr,
 				     struct live_table_entry *out)
 {
+	/* Relaxed: an entry's count was raised before its address reached the caller
+	 * (happens-before through the application), and is lowered only by its removal. */
+	if (atomic_load_explicit(&t->regions[live_table_region(addr)], memory_order_relaxed) == 0)
+		return false;
 	uint64_t h = live_table_hash(addr);
 	uint64_t w = atomic_load_explicit(&t->ctrl[live_table_home(t, h)], memory_order_relaxed);
 	if (!live_table_match(w, live_table_tag(h)) && (w >> LIVE_TABLE_OVERFLOW_SHIFT) == 0)
