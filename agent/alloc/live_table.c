@@ -124,7 +124,7 @@ struct found {
 static bool find(struct live_table *t, uintptr_t addr, uint64_t h, struct found *f,
 		 uint64_t *probes)
 {
-	uint64_t home = live_table_home(t, addr, h), tag = live_table_tag(h);
+	uint64_t home = live_table_home(t, h), tag = live_table_tag(h);
 	for (unsigned d = 0; d < t->probe_buckets; d++) {
 		uint64_t j = bucket_at(t, home, d);
 		uint64_t w = atomic_load_explicit(&t->ctrl[j], memory_order_relaxed);
@@ -223,6 +223,10 @@ bool live_table_insert(struct live_table *t, uintptr_t addr, uint64_t ref, uint6
 {
 	if (addr == 0 || addr >= LIVE_TABLE_ADDR_LIMIT)
 		return false;
+	/* Counted first, for the entry this insert may place; taken back when it places
+	 * none or replaces one (whose count stands for it). */
+	_Atomic uint32_t *region = &t->regions[live_table_region(addr)];
+	atomic_fetch_add_explicit(region, 1, memory_order_relaxed);
 	uint64_t h = live_table_hash(addr), probes = 0;
 	struct found f;
 	bool dup = find(t, addr, h, &f, &probes);
@@ -230,9 +234,11 @@ bool live_table_insert(struct live_table *t, uintptr_t addr, uint64_t ref, uint6
 		atomic_fetch_add_explicit(&t->probes, probes, memory_order_relaxed);
 	/* A stale entry of this address: replaced in place (if it changed meanwhile, the
 	 * application freed an address that malloc had not returned yet: a new slot). */
-	if (dup && replace(t, &f, addr, ref, size, weight))
+	if (dup && replace(t, &f, addr, ref, size, weight)) {
+		atomic_fetch_sub_explicit(region, 1, memory_order_relaxed);
 		return true;
-	uint64_t home = live_table_home(t, addr, h);
+	}
+	uint64_t home = live_table_home(t, h);
 	unsigned passed = 0; /* buckets whose overflow count this insert raised */
 	for (unsigned d = 0; d < t->probe_buckets; d++) {
 		uint64_t j = bucket_at(t, home, d);
@@ -260,6 +266,7 @@ bool live_table_insert(struct live_table *t, uintptr_t addr, uint64_t ref, uint6
 		atomic_fetch_sub_explicit(&t->ctrl[bucket_at(t, home, d)], CTRL_OVERFLOW_ONE,
 					  memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(region, 1, memory_order_relaxed);
 	return false;
 }
 
@@ -295,11 +302,12 @@ bool live_table_remove_slow(struct live_table *t, uintptr_t addr, uint64_t h,
 	/* Release pairs with claim_in's acquire CAS: the payload reads and the tag's
 	 * clearing above happen before the next owner's writes. */
 	atomic_store_explicit(&s->key, k & KEY_GEN_MASK, memory_order_release);
-	uint64_t home = live_table_home(t, addr, h);
+	uint64_t home = live_table_home(t, h);
 	for (unsigned d = 0; d < f.dist; d++)
 		atomic_fetch_sub_explicit(&t->ctrl[bucket_at(t, home, d)], CTRL_OVERFLOW_ONE,
 					  memory_order_relaxed);
 	atomic_fetch_sub_explicit(&t->entries, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&t->regions[live_table_region(addr)], 1, memory_order_relaxed);
 	if (f.dist)
 		atomic_fetch_sub_explicit(&t->displaced, 1, memory_order_relaxed);
 	if (out)
@@ -352,6 +360,11 @@ static void zero_counters(struct live_table *t)
 	atomic_store_explicit(&t->displaced, 0, memory_order_relaxed);
 	atomic_store_explicit(&t->probes, 0, memory_order_relaxed);
 	atomic_store_explicit(&t->false_hits, 0, memory_order_relaxed);
+	/* Only the counters that are not zero: a fork child that clears the table copies
+	 * no page it does not have to. */
+	for (size_t r = 0; r < LIVE_TABLE_REGIONS; r++)
+		if (atomic_load_explicit(&t->regions[r], memory_order_relaxed) != 0)
+			atomic_store_explicit(&t->regions[r], 0, memory_order_relaxed);
 }
 
 void live_table_rewrite_refs(struct live_table *t,
@@ -429,9 +442,9 @@ int live_table_init(struct live_table *t, size_t budget)
 	t->ctrl = p;
 	t->slots = (struct live_table_slot *)((char *)p + ctrl_bytes(nbuckets));
 	t->nbuckets = nbuckets;
-	t->ngroups = nbuckets / LIVE_TABLE_GROUP_BUCKETS;
 	t->probe_buckets =
 	    nbuckets < LIVE_TABLE_PROBE_BUCKETS ? (unsigned)nbuckets : LIVE_TABLE_PROBE_BUCKETS;
+	memset(t->regions, 0, sizeof(t->regions)); /* t may be fresh memory */
 	zero_counters(t);
 	return 0;
 }

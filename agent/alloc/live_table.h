@@ -13,6 +13,16 @@
  *    entry of the home bucket matches by chance once in 255: with n entries in c slots,
  *    a share of about 7n / 255c of those addresses reads a slot too (n / 37c), until
  *    buckets fill up and overflow.
+ *  - Before the control words, a coarser filter that keeps a free's read in the
+ *    first-level cache: a count of the entries in each 64 KiB region of the address
+ *    space (LIVE_TABLE_REGIONS counters, region number modulo their count). A free in a
+ *    region without an entry, most of them while sampled allocations are sparse, reads
+ *    only its counter: neighbouring regions share a cache line, and an application's
+ *    frees stay in a few regions at a time, where the control word of a hashed bucket
+ *    is anywhere in the array. The count is exact, never below the entries of the
+ *    region: an insert raises it before the hook returns the address to the
+ *    application (so before any free of it), and it is lowered only by the removal of
+ *    an entry (or by an insert that placed none).
  *  - An entry lives in its home bucket or, when that one is full, in one of the next
  *    LIVE_TABLE_PROBE_BUCKETS - 1 (each one passed counts the overflow). Past that the
  *    insert is refused and counted: a full table never blocks and never crashes.
@@ -29,10 +39,9 @@
  *    caller's insert(X). So the hooks must call remove BEFORE the real free and insert
  *    AFTER the real malloc returns. An insert of an address already present (freed
  *    through a path that was not hooked) replaces the old entry.
- *  - Memory: every free reads the control words (a 29th of the budget), those of its
- *    address's group; entries land on pages at random (groups are spread by a hash of
- *    the block), so resident memory grows by about a page per entry until every page of
- *    slots holds one (mlockall(MCL_CURRENT) makes the whole mapping resident).
+ *  - Memory: every free reads the control words (a 29th of the budget); entries land on
+ *    pages at random, so resident memory grows by about a page per entry until every
+ *    page of slots holds one (mlockall(MCL_CURRENT) makes the whole mapping resident).
  *  - Not done: no growth, no iteration order, no lookup without removal.
  * Context: insert and remove from any thread and from signal handlers
  * (async-signal-safe, errno untouched); for_each and stats from any thread in normal
@@ -56,6 +65,11 @@
  * suite checks how much). A lookup reads past its home bucket only while an entry
  * overflowed past it, the next control words most often on the same cache line. */
 #define LIVE_TABLE_PROBE_BUCKETS 32
+/* The regions of the coarse filter: 64 KiB each, 4096 counters (16 KiB, modulo
+ * 256 MiB of address space). */
+#define LIVE_TABLE_REGION_SHIFT 16
+#define LIVE_TABLE_REGIONS 4096
+
 /* Addresses are below this: user space on x86-64 (48-bit or 57-bit addresses); the
  * key word keeps its top byte for a slot's state. */
 #define LIVE_TABLE_ADDR_LIMIT ((uintptr_t)1 << 56)
@@ -81,7 +95,6 @@ struct live_table {
 	alignas(64) _Atomic uint64_t *ctrl; /* [nbuckets]: the buckets' control words */
 	struct live_table_slot *slots;	    /* [nbuckets * LIVE_TABLE_BUCKET_SLOTS] */
 	uint64_t nbuckets;
-	uint64_t ngroups;	/* nbuckets / LIVE_TABLE_GROUP_BUCKETS */
 	unsigned probe_buckets; /* min(LIVE_TABLE_PROBE_BUCKETS, nbuckets) */
 	void *map;		/* the mapping: control words, then slots */
 	size_t map_len;
@@ -94,6 +107,8 @@ struct live_table {
 	_Atomic uint64_t displaced;  /* entries outside their home bucket */
 	_Atomic uint64_t probes;     /* slots read because their tag matched */
 	_Atomic uint64_t false_hits; /* removes whose tags matched and found nothing */
+	/* Entries per region (live_table_region), relaxed: see the top of this file. */
+	alignas(64) _Atomic uint32_t regions[LIVE_TABLE_REGIONS];
 };
 
 struct live_table_stats {
@@ -137,34 +152,20 @@ static inline uint64_t live_table_hash(uintptr_t addr)
 	return (uint64_t)addr * 0x9e3779b97f4a7c15ULL;
 }
 
-/* Addresses of one 1 KiB block (1 << LIVE_TABLE_GROUP_SHIFT bytes) have their home
- * buckets in one group of LIVE_TABLE_GROUP_BUCKETS consecutive buckets, whose control
- * words share two cache lines: an application frees mostly blocks near the ones it just
- * allocated or freed, so the free path's filter reads stay in a few lines of the
- * first-level cache instead of a line anywhere in the whole array each. 1 KiB holds at
- * most 64 allocations 16 bytes apart (the smallest spacing of common allocators), half
- * the group's 112 slots, so that two such blocks whose groups coincide still fit, with
- * the probe span past the group, even when every allocation is sampled; addresses a
- * block or more apart spread over the groups as evenly as before. */
-#define LIVE_TABLE_GROUP_SHIFT 10
-#define LIVE_TABLE_GROUP_BUCKETS 16
-
-/* async-signal-safe. addr's home bucket (h: live_table_hash(addr)): its block's group,
- * the top bits of the block number's hash scaled to the groups, then a bucket of the
- * group from the top bits of h (tables of fewer buckets than a group: h scaled to them). */
-static inline uint64_t live_table_home(const struct live_table *t, uintptr_t addr, uint64_t h)
+/* async-signal-safe. addr's counter of the coarse filter. */
+static inline uint64_t live_table_region(uintptr_t addr)
 {
-	if (t->ngroups == 0)
-		return (uint64_t)(((unsigned __int128)h * t->nbuckets) >> 64);
-	uint64_t block = live_table_hash(addr >> LIVE_TABLE_GROUP_SHIFT);
-	uint64_t group = (uint64_t)(((unsigned __int128)block * t->ngroups) >> 64);
-	_Static_assert(LIVE_TABLE_GROUP_BUCKETS == 16, "a group's bucket: 4 bits of h");
-	return group * LIVE_TABLE_GROUP_BUCKETS + (h >> 60);
+	return (addr >> LIVE_TABLE_REGION_SHIFT) & (LIVE_TABLE_REGIONS - 1);
 }
 
-/* Where the tag is taken from the hash: bits 32..39, which the bucket does not use (its
- * group comes from the block's own hash, its place in the group from the top four bits;
- * small tables take the top ones, fewer than 24 of them for any budget) and which depend
+/* async-signal-safe. addr's home bucket: the top bits of its hash scaled to nbuckets. */
+static inline uint64_t live_table_home(const struct live_table *t, uint64_t h)
+{
+	return (uint64_t)(((unsigned __int128)h * t->nbuckets) >> 64);
+}
+
+/* Where the tag is taken from the hash: bits 32..39, which the bucket does not use (it
+ * takes the top ones, fewer than 24 of them for any budget below 3 GiB) and which depend
  * on the address's bits 0..39 (a lower byte would be the same for addresses that differ
  * only above bit 31, as blocks at one offset of regions 4 GiB apart do). */
 #define LIVE_TABLE_TAG_SHIFT 32
@@ -199,9 +200,12 @@ static inline uint64_t live_table_match(uint64_t w, uint64_t tag)
 static inline bool live_table_remove(struct live_table *t, uintptr_t addr,
 				     struct live_table_entry *out)
 {
+	/* Relaxed: an entry's count was raised before its address reached the caller
+	 * (happens-before through the application), and is lowered only by its removal. */
+	if (atomic_load_explicit(&t->regions[live_table_region(addr)], memory_order_relaxed) == 0)
+		return false;
 	uint64_t h = live_table_hash(addr);
-	uint64_t w =
-	    atomic_load_explicit(&t->ctrl[live_table_home(t, addr, h)], memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&t->ctrl[live_table_home(t, h)], memory_order_relaxed);
 	if (!live_table_match(w, live_table_tag(h)) && (w >> LIVE_TABLE_OVERFLOW_SHIFT) == 0)
 		return false;
 	return live_table_remove_slow(t, addr, h, out);

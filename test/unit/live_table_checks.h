@@ -103,10 +103,23 @@ check_table_holds_exactly(struct live_table *t, struct live_table_entry *want, s
 	live_table_stats(t, &st);
 	ck_assert_msg(st.entries == n, "expected an entry count of %zu, saw %llu", n,
 		      (unsigned long long)st.entries);
+	/* The coarse filter: each region counts exactly the entries in it. */
+	uint32_t *want_regions = calloc(LIVE_TABLE_REGIONS, sizeof(*want_regions));
+	ck_assert_ptr_nonnull(want_regions);
+	for (size_t i = 0; i < n; i++)
+		want_regions[live_table_region(want[i].addr)]++;
+	for (size_t r = 0; r < LIVE_TABLE_REGIONS; r++) {
+		uint32_t c = atomic_load(&t->regions[r]);
+		if (c != want_regions[r])
+			ck_abort_msg("region %zu: expected a count of %u, saw %u", r,
+				     want_regions[r], c);
+	}
+	free(want_regions);
 	free(seen.e);
 }
 
-/* Checks that every control word is 0: no tag left, no overflow count left. */
+/* Checks that every control word is 0 (no tag left, no overflow count left), and every
+ * region's count. */
 static __attribute__((unused)) void check_control_words_zero(const struct live_table *t)
 {
 	for (uint64_t j = 0; j < t->nbuckets; j++) {
@@ -115,6 +128,10 @@ static __attribute__((unused)) void check_control_words_zero(const struct live_t
 			ck_abort_msg("bucket %llu: expected an empty control word, saw %#llx",
 				     (unsigned long long)j, (unsigned long long)w);
 	}
+	for (size_t r = 0; r < LIVE_TABLE_REGIONS; r++)
+		if (atomic_load(&t->regions[r]))
+			ck_abort_msg("region %zu: expected a count of 0, saw %u", r,
+				     (unsigned)atomic_load(&t->regions[r]));
 }
 
 #endif
