@@ -262,7 +262,8 @@ static uint64_t room_run(void *arg, uint64_t now)
 static bool room_wanted(void *arg)
 {
 	(void)arg;
-	return profiles_room_wanted(up_profiles) || live_heap_room_wanted();
+	return profiles_room_wanted(up_profiles) || live_heap_room_wanted() ||
+	       live_heap_populate_wanted();
 }
 
 /* The symbol tables every fork child needs, read once this process has forked. */

@@ -246,10 +246,35 @@ static uint64_t find_old(const struct live_table_entry *en, void *arg)
 /* How long the store must not grow before the host stops looking. */
 #define GROWING_QUIET_NS (1000ULL * 1000 * 1000)
 
+/* The table's pages are mapped ahead by the host thread, a step at a time with a pause
+ * between (a step is a fraction of a millisecond), so that no application thread takes
+ * a page fault for them: an insert lands on a page at random, and until every page
+ * holds an entry nearly every insert would otherwise fault. */
+#define POPULATE_STEP ((size_t)1 << 20)
+#define POPULATE_PAUSE_NS (5ULL * 1000 * 1000)
+
+bool live_heap_populate_wanted(void)
+{
+	return live_heap_on() &&
+	       atomic_load_explicit(&live_heap_table.populated, memory_order_relaxed) <
+		   live_heap_table.map_len;
+}
+
+static uint64_t maintain_stores(uint64_t now_ns, bool force);
+
 uint64_t live_heap_maintain(uint64_t now_ns, bool force)
 {
 	if (!live_heap_on())
 		return UINT64_MAX;
+	uint64_t populate_due = live_table_populate(&live_heap_table, POPULATE_STEP)
+				    ? now_ns + POPULATE_PAUSE_NS
+				    : UINT64_MAX;
+	uint64_t due = maintain_stores(now_ns, force);
+	return due < populate_due ? due : populate_due;
+}
+
+static uint64_t maintain_stores(uint64_t now_ns, bool force)
+{
 	uint32_t cur = atomic_load_explicit(&epoch, memory_order_relaxed);
 	if (!draining) {
 		size_t used = region_used(&stores[cur & 1].region);

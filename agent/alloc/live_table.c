@@ -44,6 +44,7 @@
  */
 #include "agent/alloc/live_table.h"
 
+#include "common/mem_populate.h"
 #include "common/page_size.h"
 #include "common/raw_syscall.h"
 
@@ -418,6 +419,23 @@ void live_table_stats(const struct live_table *t, struct live_table_stats *out)
 	uint64_t slots = t->map_len - ctrl_bytes(t->nbuckets);
 	uint64_t touched = inserted * page_size();
 	out->touched_bound = ctrl_bytes(t->nbuckets) + (touched < slots ? touched : slots);
+	size_t populated = atomic_load_explicit(&t->populated, memory_order_relaxed);
+	if (populated > out->touched_bound)
+		out->touched_bound = populated;
+}
+
+size_t live_table_populate(struct live_table *t, size_t step)
+{
+	size_t done = atomic_load_explicit(&t->populated, memory_order_relaxed);
+	if (done >= t->map_len)
+		return 0;
+	size_t n = t->map_len - done;
+	/* The last step takes a remainder smaller than a call is worth with it. */
+	if (n > step && n - step >= MEM_POPULATE_MIN)
+		n = step;
+	mem_populate((char *)t->map + done, n);
+	atomic_store_explicit(&t->populated, done + n, memory_order_relaxed);
+	return t->map_len - done - n;
 }
 
 int live_table_init(struct live_table *t, size_t budget)
@@ -445,6 +463,7 @@ int live_table_init(struct live_table *t, size_t budget)
 	t->probe_buckets =
 	    nbuckets < LIVE_TABLE_PROBE_BUCKETS ? (unsigned)nbuckets : LIVE_TABLE_PROBE_BUCKETS;
 	memset(t->regions, 0, sizeof(t->regions)); /* t may be fresh memory */
+	atomic_store_explicit(&t->populated, 0, memory_order_relaxed);
 	zero_counters(t);
 	return 0;
 }
@@ -466,6 +485,8 @@ void live_table_clear(struct live_table *t)
 	 * Locked pages (mlockall) refuse: zeroed by hand then. */
 	if (raw_syscall(SYS_madvise, (long)t->map, (long)t->map_len, MADV_DONTNEED, 0) != 0)
 		memset(t->map, 0, t->map_len);
+	else
+		atomic_store_explicit(&t->populated, 0, memory_order_relaxed);
 	zero_counters(t);
 	raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old));
 }

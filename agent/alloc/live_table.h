@@ -41,7 +41,10 @@
  *    through a path that was not hooked) replaces the old entry.
  *  - Memory: every free reads the control words (a 29th of the budget); entries land on
  *    pages at random, so resident memory grows by about a page per entry until every
- *    page of slots holds one (mlockall(MCL_CURRENT) makes the whole mapping resident).
+ *    page of slots holds one, each first touch a page fault in the allocating thread,
+ *    unless live_table_populate mapped the pages ahead (the live heap does, from its
+ *    host thread: the whole budget resident, no fault in the application's threads;
+ *    mlockall(MCL_CURRENT) makes the whole mapping resident too).
  *  - Not done: no growth, no iteration order, no lookup without removal.
  * Context: insert and remove from any thread and from signal handlers
  * (async-signal-safe, errno untouched); for_each and stats from any thread in normal
@@ -98,6 +101,9 @@ struct live_table {
 	unsigned probe_buckets; /* min(LIVE_TABLE_PROBE_BUCKETS, nbuckets) */
 	void *map;		/* the mapping: control words, then slots */
 	size_t map_len;
+	/* Bytes of the mapping populated from its start (live_table_populate), relaxed:
+	 * written by the one thread that populates, read for the statistics. */
+	_Atomic size_t populated;
 	/* Counters (relaxed): written by inserts and by removes that found a tag, never by
 	 * a remove of an address that no tag matches. */
 	alignas(64) _Atomic uint64_t entries; /* entries in the table */
@@ -232,6 +238,11 @@ void live_table_for_each(const struct live_table *t,
 void live_table_rewrite_refs(struct live_table *t,
 			     uint64_t (*fn)(const struct live_table_entry *e, void *arg),
 			     void *arg);
+
+/* Normal context, one thread at a time, concurrently with inserts and removes. Maps the
+ * next step bytes of the mapping (whole pages, for writing) that are not yet populated;
+ * returns the bytes left to populate (0: the whole mapping is). */
+size_t live_table_populate(struct live_table *t, size_t step);
 
 /* Any context (relaxed loads). The counters, each exact but not a snapshot together. */
 void live_table_stats(const struct live_table *t, struct live_table_stats *out);

@@ -14,6 +14,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +62,53 @@ START_TEST(test_init_sizes_the_table_from_the_budget)
 	live_table_destroy(&t);
 	ck_assert_int_eq(live_table_init(&t, 1000), -EINVAL);
 	ck_assert_int_eq(live_table_init(&t, 0), -EINVAL);
+}
+END_TEST
+
+/* Populated ahead, step by step, while entries come and go: every page mapped in the
+ * end, the entries intact, and the statistics count the whole mapping as resident; a
+ * clear gives the pages back and populating starts over. */
+START_TEST(test_populate_maps_the_table_ahead_of_its_entries)
+{
+	struct live_table t;
+	ck_assert_int_eq(live_table_init(&t, 4 * MIB), 0);
+	enum { N = 2000 };
+	struct live_table_entry *want = calloc(N, sizeof(*want));
+	ck_assert_ptr_nonnull(want);
+	uint64_t seed = 11;
+	size_t left = t.map_len, steps = 0, n = 0;
+	while (left) {
+		size_t next = live_table_populate(&t, 256 * KIB);
+		ck_assert_uint_lt(next, left);
+		left = next;
+		steps++;
+		for (int i = 0; i < 100 && n < N; i++, n++) {
+			want[n] = payload_make(random_addr(&seed), n);
+			ck_assert(insert_entry(&t, &want[n]));
+		}
+	}
+	ck_assert_uint_ge(steps, t.map_len / (256 * KIB));
+	ck_assert_uint_eq(live_table_populate(&t, 256 * KIB), 0);
+	struct live_table_stats st;
+	live_table_stats(&t, &st);
+	ck_assert_uint_eq(st.touched_bound, t.map_len);
+	/* Resident: mincore says every page is in memory. */
+	size_t pages = t.map_len / 4096;
+	unsigned char *vec = malloc(pages);
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore(t.map, t.map_len, vec), 0);
+	size_t resident = 0;
+	for (size_t i = 0; i < pages; i++)
+		resident += vec[i] & 1;
+	ck_assert_uint_eq(resident, pages);
+	check_table_holds_exactly(&t, want, n);
+	live_table_clear(&t);
+	live_table_stats(&t, &st);
+	ck_assert_uint_lt(st.touched_bound, t.map_len);
+	ck_assert_uint_gt(live_table_populate(&t, 256 * KIB), 0);
+	free(vec);
+	free(want);
+	live_table_destroy(&t);
 }
 END_TEST
 
@@ -384,6 +432,7 @@ static Suite *live_table_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_init_sizes_the_table_from_the_budget);
+	tcase_add_test(tc, test_populate_maps_the_table_ahead_of_its_entries);
 	tcase_add_test(tc, test_payload_round_trips_and_removed_entries_are_gone);
 	tcase_add_test(tc, test_untracked_removes_are_false_and_change_nothing);
 	tcase_add_test(tc, test_insert_of_a_present_address_replaces_it);
