@@ -54,6 +54,13 @@
  * at once either way. Without boot CFI, samples walk frame pointers until the scan. */
 #define START_DELAY_NS (1 * 1000000L)
 #define START_DELAY_BOOT_CFI_NS (1000 * 1000000L)
+/* While the first scan waits for START_DELAY_BOOT_CFI_NS, the service looks every
+ * BOOT_POLL_NS at how many frames the samples walked from CFI in memory: past
+ * BOOT_BUSY_FRAMES (a program that allocates a lot under allocation profiling samples
+ * thousands of stacks a second) the tables pay for themselves at once, and the scan is
+ * made then. */
+#define BOOT_POLL_NS (50 * 1000000L)
+#define BOOT_BUSY_FRAMES 5000
 
 struct module {
 	char *path; /* file read for CFI; vdso: its soname */
@@ -518,6 +525,8 @@ FORK_CHILD_PATH void modules_init(void)
 static struct bg_host *host;
 static unsigned host_id;
 FORK_CHILD_DATA static uint64_t next_due_ns = UINT64_MAX; /* ctl_lock; CLOCK_MONOTONIC */
+/* ctl_lock: until when the first scan waits for boot CFI's samples (0: it does not). */
+static uint64_t boot_deadline_ns;
 /* The service's thread only: the seccomp check for guarded reads is done (a fork child
  * inherits the answer with the filters). */
 static bool guard_checked;
@@ -545,6 +554,21 @@ uint64_t modules_service(uint64_t now_ns)
 	}
 	if (!due)
 		return next;
+	if (gen == ready_gen && now_ns < boot_deadline_ns) {
+		struct unwind_stats us;
+		unwind_dwarf_get_stats(&us);
+		if (us.boot_cfi_steps < BOOT_BUSY_FRAMES) {
+			pthread_mutex_lock(&ctl_lock);
+			uint64_t poll = now_ns + BOOT_POLL_NS;
+			next_due_ns = poll < boot_deadline_ns ? poll : boot_deadline_ns;
+			next = next_due_ns;
+			pthread_mutex_unlock(&ctl_lock);
+			return next;
+		}
+	}
+	pthread_mutex_lock(&ctl_lock);
+	boot_deadline_ns = 0; /* the first scan is being made */
+	pthread_mutex_unlock(&ctl_lock);
 	bool changed = false;
 	refresh(&changed, true);
 	pthread_mutex_lock(&ctl_lock);
@@ -594,9 +618,15 @@ int modules_start(modules_thread_create_fn create)
 {
 	pthread_mutex_lock(&ctl_lock);
 	ctl_stop = false;
-	/* See START_DELAY_NS. */
-	next_due_ns = clock_now_ns(CLOCK_MONOTONIC) +
-		      (boot_cfi_covers_roots() ? START_DELAY_BOOT_CFI_NS : START_DELAY_NS);
+	/* See START_DELAY_NS and BOOT_POLL_NS. */
+	uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+	if (boot_cfi_covers_roots()) {
+		boot_deadline_ns = now + START_DELAY_BOOT_CFI_NS;
+		next_due_ns = now + BOOT_POLL_NS;
+	} else {
+		boot_deadline_ns = 0;
+		next_due_ns = now + START_DELAY_NS;
+	}
 	ctl_running = true;
 	pthread_mutex_unlock(&ctl_lock);
 	/* Hosted: the uploader thread runs the service, so the process has one profiler
