@@ -173,10 +173,10 @@ static __attribute__((noinline)) void *hook_pvalloc(size_t size)
 
 /* The table got_patch applies: the originals are resolved by it (dlsym) before any slot
  * points at a hook; an entry point it cannot resolve keeps its slots, and its hook is
- * never reached. */
+ * never reached. free last: without the live heap it is left out (table_n), and the
+ * application's frees do not pass through us. */
 static struct got_patch_entry table[] = {
     {"malloc", (void *)hook_malloc, (void **)&orig.malloc},
-    {"free", (void *)hook_free, (void **)&orig.free},
     {"calloc", (void *)hook_calloc, (void **)&orig.calloc},
     {"realloc", (void *)hook_realloc, (void **)&orig.realloc},
     {"reallocarray", (void *)hook_reallocarray, (void **)&orig.reallocarray},
@@ -185,8 +185,12 @@ static struct got_patch_entry table[] = {
     {"memalign", (void *)hook_memalign, (void **)&orig.memalign},
     {"valloc", (void *)hook_valloc, (void **)&orig.valloc},
     {"pvalloc", (void *)hook_pvalloc, (void **)&orig.pvalloc},
+    {"free", (void *)hook_free, (void **)&orig.free},
 };
 #define TABLE_N (sizeof(table) / sizeof(table[0]))
+/* The entries applied: TABLE_N with the live heap, all but free without. Set once at
+ * start-up, before the first apply. */
+static size_t table_n = TABLE_N;
 
 /* Relaxed: written at start-up (installed) and by the application's dlopen/dlclose
  * (notified, a hint the host thread's service reads). */
@@ -210,7 +214,8 @@ static uint64_t own_loads_seen;
 int alloc_hooks_install(bool allocations)
 {
 	atomic_store_explicit(&record_allocations, allocations, memory_order_relaxed);
-	int rc = got_patch_apply(table, TABLE_N);
+	table_n = live_heap_on() ? TABLE_N : TABLE_N - 1;
+	int rc = got_patch_apply(table, table_n);
 	if (rc == -EAGAIN)
 		rc = 0; /* what was being loaded is patched by the service's next rescan */
 	if (rc == 0)
@@ -244,7 +249,7 @@ uint64_t alloc_hooks_service(uint64_t now_ns)
 		rescans_left = RESCAN_POLLS;
 	/* dl_guard_dlopen returned: those modules are complete. */
 	own_loads_seen = dl_guard_loads();
-	got_patch_apply(table, TABLE_N); /* returns at once when nothing changed */
+	got_patch_apply(table, table_n); /* returns at once when nothing changed */
 	if (rescans_left > 0) {
 		rescans_left--;
 		return now_ns + RESCAN_POLL_NS;

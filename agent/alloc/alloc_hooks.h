@@ -42,7 +42,9 @@ struct alloc_originals {
 
 /* Start-up, after sampling is enabled: points every loaded module's slots for the
  * entry points at the hooks (agent/alloc/got_patch.h); allocations: whether they record
- * allocation samples (PROFILE_ALLOC). 0 or a negative errno (nothing is hooked). */
+ * allocation samples (PROFILE_ALLOC). free is hooked only when the live heap is on
+ * (live_heap_init first): without it, frees do not pass through us. 0 or a negative
+ * errno (nothing is hooked). */
 int alloc_hooks_install(bool allocations);
 bool alloc_hooks_installed(void);
 

@@ -105,7 +105,9 @@ def test_a_library_loaded_later_is_profiled(ctx):
 
 def test_allocation_profiling_off_leaves_malloc_alone(ctx):
     """Off (the default), the program's malloc slot leads to libc, not to us, and the
-    profile has the CPU columns only; on, the slot leads to libddprof's hook."""
+    profile has the CPU columns only; on, the slot leads to libddprof's hook, and free's
+    slot too only with the live heap on (the allocation profile alone has no use for
+    frees)."""
     out = os.path.join(ctx.dir, "off")
     rc, stdout, stderr, _c, _w = run_profiled([ALLOC, "probe"], {"DD_PROFILING_OUTPUT_DIR": out})
     check(rc == 0 and "malloc_module libc.so.6" in stdout, "off: %r %r" % (stdout, stderr))
@@ -118,8 +120,14 @@ def test_allocation_profiling_off_leaves_malloc_alone(ctx):
     on = os.path.join(ctx.dir, "on")
     rc, stdout, stderr, _c, _w = run_profiled(
         [ALLOC, "probe"], {"DD_PROFILING_OUTPUT_DIR": on, "DD_PROFILING_ALLOCATION_ENABLED": "1"})
-    check(rc == 0 and "malloc_module libddprof.so" in stdout, "on: %r %r" % (stdout, stderr))
-    return "off: malloc slot in libc.so.6, CPU columns only; on: in libddprof.so"
+    check(rc == 0 and "malloc_module libddprof.so" in stdout
+          and "free_module libc.so.6" in stdout, "on: %r %r" % (stdout, stderr))
+    rc, stdout, stderr, _c, _w = run_profiled(
+        [ALLOC, "probe"], {"DD_PROFILING_OUTPUT_DIR": on, "DD_PROFILING_HEAP_ENABLED": "1"})
+    check(rc == 0 and "malloc_module libddprof.so" in stdout
+          and "free_module libddprof.so" in stdout, "heap on: %r %r" % (stdout, stderr))
+    return ("off: malloc slot in libc.so.6, CPU columns only; allocations on: malloc in "
+            "libddprof.so, free in libc.so.6; heap on: both in libddprof.so")
 
 
 def test_live_heap_holds_what_is_still_allocated(ctx):

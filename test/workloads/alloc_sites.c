@@ -20,8 +20,9 @@
  *                                 CLOCK_REALTIME ns at which it was complete, at which
  *                                 its free began and at which it was freed; with the
  *                                 agent, its live heap diagnostics at the end.
- *   alloc_sites probe             prints which module the program's malloc slot leads
- *                                 to ("malloc_module libc.so.6" when nothing hooks it).
+ *   alloc_sites probe             prints which module the program's malloc and free
+ *                                 slots lead to ("malloc_module libc.so.6", "free_module
+ *                                 libc.so.6" when nothing hooks them).
  *   alloc_sites stacks [distinct=65536] [seconds=2]  keeps 16 MiB at leak_site (64 KiB
  *                                 blocks), waits 0.4 s, then allocates and frees 256 bytes from
  *                                 each of distinct call stacks (fan_a/fan_b, 16 levels
@@ -354,19 +355,25 @@ static int run_plugin(const char *lib, uint64_t total)
 	return 0;
 }
 
-/* The address of malloc as the program's code takes it at run time: from its GOT (a
- * GLOB_DAT slot, the one the profiler points at its hook when allocation profiling is
- * on), not from a pointer initialized in data at load time. */
+/* The module that holds fn, by file name ("?" when none). */
+static const char *module_of(void *fn)
+{
+	Dl_info info;
+	if (!dladdr(fn, &info) || !info.dli_fname)
+		return "?";
+	const char *name = strrchr(info.dli_fname, '/');
+	return name ? name + 1 : info.dli_fname;
+}
+
+/* The addresses of malloc and free as the program's code takes them at run time: from
+ * its GOT (GLOB_DAT slots, the ones the profiler points at its hooks when allocation
+ * profiling is on), not from pointers initialized in data at load time. */
 static int run_probe(void)
 {
 	void *(*volatile malloc_slot)(size_t) = malloc;
-	Dl_info info;
-	const char *name = "?";
-	if (dladdr((void *)malloc_slot, &info) && info.dli_fname) {
-		name = strrchr(info.dli_fname, '/');
-		name = name ? name + 1 : info.dli_fname;
-	}
-	printf("malloc_module %s\n", name);
+	void (*volatile free_slot)(void *) = free;
+	printf("malloc_module %s\n", module_of((void *)malloc_slot));
+	printf("free_module %s\n", module_of((void *)free_slot));
 	return 0;
 }
 
