@@ -61,7 +61,7 @@ THREADS = 2
 PAIRS = 200000 if QUICK else 2000000  # per thread: ~0.15-0.5 s without a profiler
 LIVE = 64
 PAUSE_S = 1.5  # micro: past libddprof's table build (1 s after start)
-PY_ROUNDS, PY_N = (2, 300000) if QUICK else (5, 1000000)  # ~1.2 s without a profiler
+PY_ROUNDS, PY_N = (2, 300000) if QUICK else (12, 1000000)  # ~2.5-3 s without a profiler
 CHURN = os.path.join(BENCH, "alloc_churn")
 WORKLOADS = {
     "micro": [CHURN, str(THREADS), str(PAIRS), str(LIVE), str(PAUSE_S)],
@@ -77,11 +77,12 @@ PROBES = {"micro": [CHURN, "2", "1000"], "micro-start": [CHURN, "2", "1000"],
 # the maxrss launcher).
 RESULT_KEY = {"micro": "pairs_per_thread", "micro-start": "pairs_per_thread",
               "python": "rounds"}
-# Rounds: one round's ratio varies by several % on these machines (the machine's drift),
-# so figures are medians of many; the Python workload's runs are longer and get fewer.
+# Rounds: one round's ratio varies by several % on these machines (the machine's drift;
+# a 1 s Python run by 5-10%, now and then by 40%), so figures are medians of many, and
+# the Python runs last a few seconds: a 3% target needs an interval narrower than that.
 # heaptrack's rounds on the micro-benchmark take ~4-8 s (microseconds a pair).
-ROUNDS = {"micro": 3 if QUICK else 15, "micro-start": 3 if QUICK else 15,
-          "micro_heaptrack": 2 if QUICK else 6, "python": 2 if QUICK else 8}
+ROUNDS = {"micro": 3 if QUICK else 21, "micro-start": 3 if QUICK else 21,
+          "micro_heaptrack": 2 if QUICK else 6, "python": 2 if QUICK else 15}
 KEYS = ("work_wall", "work_cpu", "proc_wall", "proc_cpu")
 ON_ENV = {"DD_PROFILING_ALLOCATION_ENABLED": "true", "DD_PROFILING_HEAP_ENABLED": "true"}
 
