@@ -408,7 +408,7 @@ $(BUILD)/bench/bench_trie $(BUILD)/bench/bench_serialize $(BUILD)/bench/bench_li
 
 # Programs run under LD_PRELOAD (no agent code inside), built like the workloads.
 $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks \
-		$(BUILD)/bench/maxrss $(BUILD)/bench/alloc_churn: \
+		$(BUILD)/bench/maxrss $(BUILD)/bench/alloc_churn $(BUILD)/bench/lock_pair: \
 		$(BUILD)/bench/%: scripts/bench/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
@@ -417,7 +417,8 @@ $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks 
 
 BENCH_BINS := $(BUILD)/bench/bench_handler $(BUILD)/bench/bench_trie \
 	$(BUILD)/bench/bench_serialize $(BUILD)/bench/bench_live_table $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn \
-	$(BUILD)/bench/many_stacks $(BUILD)/bench/maxrss $(BUILD)/bench/alloc_churn
+	$(BUILD)/bench/many_stacks $(BUILD)/bench/maxrss $(BUILD)/bench/alloc_churn \
+	$(BUILD)/bench/lock_pair
 
 # Beside the current build, libddprof at BENCH_BASE_REV (the "before" column; its default
 # and the build are in scripts/bench/run): make bench BENCH_BASE_REV=<rev> compares with
