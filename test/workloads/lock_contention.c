@@ -276,6 +276,9 @@ static int run_fork(int children)
 		fflush(stdout); /* a child must not print the parent's buffered lines again */
 		pids[i] = fork();
 		if (pids[i] == 0) {
+			/* The parent's threads may have held it at the fork: the child's
+			 * copy would stay held forever. The child is single-threaded. */
+			pthread_mutex_init(&mu, NULL);
 			struct site_stats a, b;
 			run_contention(3, 0.5, &a, &b);
 			printf("child_site_a_wait_ns %llu\n", (unsigned long long)a.wait_ns);
