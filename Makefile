@@ -216,9 +216,10 @@ unit: $(UNIT_BINS)
 # ThreadSanitizer build of the lock-free structures and their stress tests.
 TSAN_TESTS := test_bg_host test_live_table test_live_table_signals test_live_table_stress test_live_heap_stress test_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
 	test_app_signals \
-	test_threads
+	test_threads test_lock_sample
 TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_thread.c agent/store/region.c \
-	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c agent/alloc/live_heap.c
+	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c agent/alloc/live_heap.c \
+	agent/alloc/alloc_sample.c agent/lock/lock_sample.c
 # The module map's publication and grace period (plus what modules.c calls).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
 	agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
@@ -407,7 +408,7 @@ $(BUILD)/bench/bench_trie $(BUILD)/bench/bench_serialize $(BUILD)/bench/bench_li
 
 # Programs run under LD_PRELOAD (no agent code inside), built like the workloads.
 $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks \
-		$(BUILD)/bench/maxrss $(BUILD)/bench/alloc_churn: \
+		$(BUILD)/bench/maxrss $(BUILD)/bench/alloc_churn $(BUILD)/bench/lock_pair: \
 		$(BUILD)/bench/%: scripts/bench/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
@@ -416,7 +417,8 @@ $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn $(BUILD)/bench/many_stacks 
 
 BENCH_BINS := $(BUILD)/bench/bench_handler $(BUILD)/bench/bench_trie \
 	$(BUILD)/bench/bench_serialize $(BUILD)/bench/bench_live_table $(BUILD)/bench/fixed_work $(BUILD)/bench/bench_spawn \
-	$(BUILD)/bench/many_stacks $(BUILD)/bench/maxrss $(BUILD)/bench/alloc_churn
+	$(BUILD)/bench/many_stacks $(BUILD)/bench/maxrss $(BUILD)/bench/alloc_churn \
+	$(BUILD)/bench/lock_pair
 
 # Beside the current build, libddprof at BENCH_BASE_REV (the "before" column; its default
 # and the build are in scripts/bench/run): make bench BENCH_BASE_REV=<rev> compares with

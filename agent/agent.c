@@ -24,6 +24,8 @@
 #include "agent/alloc/alloc_sample.h"
 #include "agent/alloc/got_patch.h"
 #include "agent/alloc/live_heap.h"
+#include "agent/lock/lock_hooks.h"
+#include "agent/lock/lock_sample.h"
 #include "agent/sample/app_signals.h"
 #include "agent/sample/fork_local.h"
 #include "agent/sample/threads.h"
@@ -114,9 +116,9 @@ FORK_CHILD_PATH static void restore_signal_mask_child(void)
 	atomic_store_explicit(&forks_blocking, 0, memory_order_relaxed);
 }
 
-/* The memory profiles asked for (start-up: agent_start installs them). */
-static bool alloc_wanted, heap_wanted;
-static uint64_t alloc_interval, heap_table_bytes;
+/* The memory and lock profiles asked for (start-up: agent_start installs them). */
+static bool alloc_wanted, heap_wanted, lock_wanted;
+static uint64_t alloc_interval, heap_table_bytes, lock_interval_ns;
 
 int agent_init(const struct config *cfg)
 {
@@ -163,10 +165,15 @@ int agent_init(const struct config *cfg)
 	heap_wanted = cfg->heap_enabled;
 	alloc_interval = cfg->alloc_interval;
 	heap_table_bytes = cfg->heap_table_bytes;
-	if (alloc_wanted || heap_wanted)
+	lock_wanted = cfg->lock_enabled;
+	lock_interval_ns = cfg->lock_interval_ns;
+	if (alloc_wanted || heap_wanted || lock_wanted)
 		got_patch_place(fork_local_alloc(sizeof(pthread_mutex_t)));
 	return signo;
 }
+
+/* Start-up: the kinds whose hooks were installed (the profile's columns beside CPU). */
+static uint32_t hooked_kinds;
 
 /* Start-up, sampling on: the allocation hooks, when an allocation or heap profile is
  * asked for. */
@@ -192,8 +199,22 @@ static void start_allocations(void)
 			 strerror(-rc));
 		return;
 	}
-	agent_snapshot_set_kinds((alloc_wanted ? PROFILE_KIND_BIT(PROFILE_ALLOC) : 0) |
-				 (heap ? PROFILE_KIND_BIT(PROFILE_HEAP) : 0));
+	hooked_kinds |= (alloc_wanted ? PROFILE_KIND_BIT(PROFILE_ALLOC) : 0) |
+			(heap ? PROFILE_KIND_BIT(PROFILE_HEAP) : 0);
+}
+
+/* Start-up, sampling on: the lock hooks, when a lock profile is asked for. */
+static void start_locks(void)
+{
+	if (!lock_wanted)
+		return;
+	lock_sample_set_interval(lock_interval_ns);
+	int rc = lock_hooks_install();
+	if (rc < 0) {
+		log_warn("cannot hook the lock functions (%s); no lock profile", strerror(-rc));
+		return;
+	}
+	hooked_kinds |= PROFILE_KIND_BIT(PROFILE_LOCK);
 }
 
 void agent_start(void)
@@ -214,6 +235,9 @@ void agent_start(void)
 	threads_start_self(is_main, 0);
 	threads_scan_existing();
 	start_allocations();
+	start_locks();
+	if (hooked_kinds)
+		agent_snapshot_set_kinds(hooked_kinds);
 }
 
 /* Unwind tables are built off the application's path, by the uploader thread (one
@@ -293,6 +317,7 @@ void agent_module_loading(void)
 	/* Every load, the profiler's too: its libraries' allocations on the application's
 	 * threads are the application's (the hooks leave the profiler's threads alone). */
 	alloc_hooks_notify();
+	lock_hooks_notify();
 }
 
 void agent_module_unloaded(void)
@@ -300,6 +325,7 @@ void agent_module_unloaded(void)
 	if (agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active())
 		modules_notify();
 	alloc_hooks_notify();
+	lock_hooks_notify();
 }
 
 bool agent_may_work_here(void)
@@ -317,13 +343,13 @@ void agent_atfork_prepare(void)
 {
 	threads_atfork_prepare();
 	modules_atfork_prepare();
-	if (alloc_hooks_installed())
+	if (alloc_hooks_installed() || lock_hooks_installed())
 		got_patch_atfork_prepare();
 }
 
 void agent_atfork_parent(void)
 {
-	if (alloc_hooks_installed())
+	if (alloc_hooks_installed() || lock_hooks_installed())
 		got_patch_atfork_parent();
 	modules_atfork_parent();
 	threads_atfork_parent();
@@ -344,11 +370,14 @@ FORK_CHILD_PATH void agent_atfork_child(own_thread_create_fn create)
 	threads_atfork_child();
 	thread_start_after_fork();
 	modules_atfork_child(create);
-	if (alloc_hooks_installed()) {
+	if (alloc_hooks_installed() || lock_hooks_installed())
 		got_patch_atfork_child();
+	if (alloc_hooks_installed()) {
 		alloc_sample_after_fork_child();
 		live_heap_after_fork_child();
 	}
+	if (lock_hooks_installed())
+		lock_hooks_after_fork_child();
 }
 
 FORK_CHILD_PATH void agent_atfork_child_last(void)
@@ -435,4 +464,10 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->jit_map_rejects = pt.rejects;
 	d->jit_map_bad_lines = pt.bad_lines;
 	d->jit_frames = pt.frames;
+	struct lock_hooks_stats ls;
+	lock_hooks_get_stats(&ls);
+	d->lock_hooks_installed = lock_hooks_installed();
+	d->lock_contended = ls.contended;
+	d->lock_samples = ls.samples;
+	d->lock_cond_waits = ls.cond_waits;
 }

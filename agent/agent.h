@@ -177,6 +177,10 @@ struct agent_diagnostics {
 	uint64_t jit_map_rejects;
 	uint64_t jit_map_bad_lines;
 	uint64_t jit_frames;
+	uint64_t lock_hooks_installed;
+	uint64_t lock_contended;
+	uint64_t lock_samples;
+	uint64_t lock_cond_waits;
 };
 /* Any thread but a signal handler; all zero while the agent does not run. */
 void agent_get_diagnostics(struct agent_diagnostics *out);

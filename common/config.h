@@ -44,6 +44,12 @@
  * heap at the default interval. The whole table is resident in a process that calls
  * mlockall, hence a default well below the largest a user may ask for. */
 #define CONFIG_DEFAULT_HEAP_TABLE (8ULL << 20)
+/* DD_PROFILING_LOCK_INTERVAL: the mean time waited for locks between lock samples,
+ * 10 ms (agent/lock/lock_sample.h says why); from 1 us (a sample at nearly every
+ * contended acquisition) to 60 s. */
+#define CONFIG_DEFAULT_LOCK_INTERVAL_NS (10ULL * 1000000ULL)
+#define CONFIG_MIN_LOCK_INTERVAL_NS 1000ULL
+#define CONFIG_MAX_LOCK_INTERVAL_NS (60ULL * 1000000000ULL)
 #define CONFIG_MIN_HEAP_TABLE (64ULL << 10)
 #define CONFIG_MAX_HEAP_TABLE (1ULL << 30)
 #define CONFIG_TAG_MAX 256   /* buffer of DD_SERVICE, DD_ENV, DD_VERSION (incl. NUL) */
@@ -76,6 +82,8 @@ struct config {
 	bool heap_enabled;	 /* DD_PROFILING_HEAP_ENABLED, default false */
 	uint64_t alloc_interval; /* DD_PROFILING_HEAP_SAMPLE_SIZE, bytes (suffixes as above) */
 	uint64_t heap_table_bytes; /* DD_PROFILING_HEAP_TABLE_SIZE, bytes (suffixes as above) */
+	bool lock_enabled;	   /* DD_PROFILING_LOCK_ENABLED, default false */
+	uint64_t lock_interval_ns; /* DD_PROFILING_LOCK_INTERVAL (s, decimals), 1 us..60 s */
 	/* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else SIGPROF or a signo
 	 * in SIGRTMIN..SIGRTMAX (config.c: signal_allowed) */
 	int signal;

@@ -86,6 +86,14 @@ struct ddprof_diagnostics {
 	uint64_t jit_map_bad_lines; /* lines of the map skipped: malformed or too long */
 	uint64_t jit_frames;	    /* frames named from the map (once per distinct pc
 				     * per profile) */
+	/* Lock contention profile (DD_PROFILING_LOCK_ENABLED). */
+	uint64_t lock_hooks_installed; /* 1 when the lock functions' GOT slots were pointed
+					* at the profiler's hooks (0: lock profiling off) */
+	uint64_t lock_contended;       /* lock acquisitions that found the lock busy (all,
+					* sampled or not; the profiler's threads' left out) */
+	uint64_t lock_samples;	       /* sampled waits recorded (lock-count, lock-time) */
+	uint64_t lock_cond_waits;      /* condition waits whose mutex reacquisition was
+					* measured (from a stamped wake-up to the return) */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -372,6 +372,10 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.jit_map_rejects = ad.jit_map_rejects;
 		d.jit_map_bad_lines = ad.jit_map_bad_lines;
 		d.jit_frames = ad.jit_frames;
+		d.lock_hooks_installed = ad.lock_hooks_installed;
+		d.lock_contended = ad.lock_contended;
+		d.lock_samples = ad.lock_samples;
+		d.lock_cond_waits = ad.lock_cond_waits;
 	}
 	memset(out, 0, size);
 	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));

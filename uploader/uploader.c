@@ -22,6 +22,7 @@
 
 #include "agent/alloc/alloc_hooks.h"
 #include "agent/alloc/live_heap.h"
+#include "agent/lock/lock_hooks.h"
 #include "agent/sample/fork_local.h"
 #include "agent/symbolize/dw_api.h"
 #include "agent/unwind/modules.h"
@@ -78,7 +79,16 @@ FORK_CHILD_DATA static struct control ctl = {.lock = &ctl_lock_fallback};
  * host_thr, which only the thread writes (not on the fork child's page: the thread's
  * frequent writes would copy that page after every fork).
  */
-enum service_id { SVC_UPLOAD, SVC_MODULES, SVC_ROOM, SVC_WARM, SVC_THREADS, SVC_ALLOC, SVC_COUNT };
+enum service_id {
+	SVC_UPLOAD,
+	SVC_MODULES,
+	SVC_ROOM,
+	SVC_WARM,
+	SVC_THREADS,
+	SVC_ALLOC,
+	SVC_LOCK,
+	SVC_COUNT
+};
 #define SVC_BIT(id) (1u << (id))
 FORK_CHILD_DATA static struct bg_host host;
 static struct bg_host_thread host_thr;
@@ -325,6 +335,19 @@ static bool alloc_wanted(void *arg)
 	return alloc_hooks_rescan_wanted();
 }
 
+/* The lock hooks' slots, likewise (agent/lock/lock_hooks.h). */
+static uint64_t lock_run(void *arg, uint64_t now)
+{
+	(void)arg;
+	return lock_hooks_service(now);
+}
+
+static bool lock_wanted(void *arg)
+{
+	(void)arg;
+	return lock_hooks_rescan_wanted();
+}
+
 /* The table; arg (the thread's upload context) and the upload's first due time are
  * filled in as the thread starts. */
 static struct bg_service services[SVC_COUNT] = {
@@ -348,6 +371,8 @@ static struct bg_service services[SVC_COUNT] = {
 		   .wanted = alloc_wanted,
 		   .first_due_ns = 0,
 		   .nests = true},
+    [SVC_LOCK] =
+	{.name = "lock", .run = lock_run, .wanted = lock_wanted, .first_due_ns = 0, .nests = true},
 };
 
 /* While an upload waits on the network: memory, unwind tables and timers, so that a
@@ -357,7 +382,8 @@ static struct bg_service services[SVC_COUNT] = {
  * of milliseconds, symbolizing many new stacks longer): timers, and memory (the active
  * profile's and the live heap's stacks, which fill while the host is busy). */
 #define SERVICES_WHILE_WAITING                                                                     \
-	(SVC_BIT(SVC_ROOM) | SVC_BIT(SVC_MODULES) | SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_ALLOC))
+	(SVC_BIT(SVC_ROOM) | SVC_BIT(SVC_MODULES) | SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_ALLOC) |    \
+	 SVC_BIT(SVC_LOCK))
 #define SERVICES_BETWEEN_STEPS (SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_ROOM))
 
 static void host_setup(void)

@@ -81,6 +81,11 @@ static uint64_t rng_next(struct alloc_sample_state *s)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+uint64_t alloc_sample_random(struct alloc_sample_state *s)
+{
+	return rng_next(s);
+}
+
 #define LN2 0.69314718055994530942
 
 /* async-signal-safe. -ln(u) for u = m / 2^53, m in [1, 2^53]: m = x * 2^e with x in

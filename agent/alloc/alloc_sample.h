@@ -67,6 +67,9 @@ void alloc_sample_seed(struct alloc_sample_state *s, uint64_t seed);
 
 /* async-signal-safe. One gap of the process: exponential with the given mean, >= 1. */
 int64_t alloc_sample_draw(struct alloc_sample_state *s, uint64_t mean);
+/* async-signal-safe. 64 uniform random bits from the state's generator (the lock
+ * profiler's random rounding, agent/lock/lock_sample.c). The state must be seeded. */
+uint64_t alloc_sample_random(struct alloc_sample_state *s);
 
 /* Fork child: each thread's state is a copy of its parent thread's; the child's
  * thread reseeds at its next slow path so that parent and child do not sample the

@@ -103,15 +103,22 @@ static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Read by a fork child's handler: on the page it touches anyway (fork_child.h). */
 FORK_CHILD_DATA static pthread_mutex_t *walk_lock = &fallback_lock;
 
-/* Everything below is guarded by walk_lock. */
-static struct store *store; /* mapped at the first walk */
-static uint32_t nmods, nslots, gen = DEAD_GEN + 1;
-static const struct got_patch_entry *active; /* the table the records belong to */
-static size_t active_n;
-static bool done_valid; /* done_adds and done_subs describe a completed walk */
-static unsigned long long done_adds, done_subs;
-/* Per name: the executable's canonical PLT entry for it, once seen (got_patch.h). */
-static uintptr_t canon_plt[GOT_PATCH_MAX_SYMBOLS];
+/* One applied table's records. Everything below is guarded by walk_lock. */
+struct table_state {
+	const struct got_patch_entry *owner; /* the table this state belongs to; NULL: free */
+	struct store *store;		     /* mapped at the table's first walk, kept */
+	uint32_t nmods, nslots, gen;
+	const struct got_patch_entry *active; /* the table the records belong to */
+	size_t active_n;
+	bool done_valid; /* done_adds and done_subs describe a completed walk */
+	unsigned long long done_adds, done_subs;
+	/* Per name: the executable's canonical PLT entry for it, once seen (got_patch.h). */
+	uintptr_t canon_plt[GOT_PATCH_MAX_SYMBOLS];
+};
+static struct table_state tables[GOT_PATCH_MAX_TABLES];
+/* The state the current apply or restore works on: set under walk_lock before any
+ * function below reads it, meaningful only while walk_lock is held. */
+static struct table_state *ts;
 
 /* Counters: relaxed, they order nothing (read by got_patch_get_stats at any time). */
 enum {
@@ -209,13 +216,13 @@ static size_t write_slots(const struct got_image *d, struct pending *p, size_t n
 
 static int map_store(void)
 {
-	if (store)
+	if (ts->store)
 		return 0;
 	void *p = mmap(NULL, sizeof(struct store), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -ENOMEM;
-	store = p;
+	ts->store = p;
 	return 0;
 }
 
@@ -232,12 +239,12 @@ static struct mod_rec *mod_find(uintptr_t base, uintptr_t dynamic, uint32_t **wh
 {
 	uint32_t h = hash_of(base, dynamic);
 	for (;;) {
-		uint32_t *cell = &store->hash[h];
+		uint32_t *cell = &ts->store->hash[h];
 		if (*cell == 0) {
 			*where = cell;
 			return NULL;
 		}
-		struct mod_rec *m = &store->mods[*cell - 1];
+		struct mod_rec *m = &ts->store->mods[*cell - 1];
 		if (m->base == base && m->dynamic == dynamic) {
 			*where = cell;
 			return m;
@@ -251,10 +258,13 @@ static struct mod_rec *mod_find(uintptr_t base, uintptr_t dynamic, uint32_t **wh
 static void mod_add(uint32_t *cell, uintptr_t base, uintptr_t dynamic, uint32_t first)
 {
 	if (*cell)
-		store->mods[*cell - 1].gen = DEAD_GEN;
-	store->mods[nmods] = (struct mod_rec){
-	    .base = base, .dynamic = dynamic, .first = first, .nslots = nslots - first, .gen = gen};
-	*cell = ++nmods;
+		ts->store->mods[*cell - 1].gen = DEAD_GEN;
+	ts->store->mods[ts->nmods] = (struct mod_rec){.base = base,
+						      .dynamic = dynamic,
+						      .first = first,
+						      .nslots = ts->nslots - first,
+						      .gen = ts->gen};
+	*cell = ++ts->nmods;
 }
 
 /* After a full walk: drops the records of modules it did not find (unloaded) or
@@ -263,35 +273,35 @@ static void mod_add(uint32_t *cell, uintptr_t base, uintptr_t dynamic, uint32_t 
 static void sweep(void)
 {
 	uint32_t nm = 0, ns = 0;
-	for (uint32_t i = 0; i < nmods; i++) {
-		struct mod_rec m = store->mods[i];
-		if (m.gen != gen)
+	for (uint32_t i = 0; i < ts->nmods; i++) {
+		struct mod_rec m = ts->store->mods[i];
+		if (m.gen != ts->gen)
 			continue;
-		memmove(&store->slots[ns], &store->slots[m.first],
-			m.nslots * sizeof(store->slots[0]));
+		memmove(&ts->store->slots[ns], &ts->store->slots[m.first],
+			m.nslots * sizeof(ts->store->slots[0]));
 		m.first = ns;
 		ns += m.nslots;
-		store->mods[nm++] = m;
+		ts->store->mods[nm++] = m;
 	}
-	nmods = nm;
-	nslots = ns;
-	memset(store->hash, 0, sizeof(store->hash));
-	for (uint32_t i = 0; i < nmods; i++) {
+	ts->nmods = nm;
+	ts->nslots = ns;
+	memset(ts->store->hash, 0, sizeof(ts->store->hash));
+	for (uint32_t i = 0; i < ts->nmods; i++) {
 		uint32_t *cell;
-		mod_find(store->mods[i].base, store->mods[i].dynamic, &cell);
+		mod_find(ts->store->mods[i].base, ts->store->mods[i].dynamic, &cell);
 		*cell = i + 1;
 	}
 }
 
 static void forget_all(void)
 {
-	nmods = nslots = 0;
-	if (store)
-		memset(store->hash, 0, sizeof(store->hash));
-	active = NULL;
-	active_n = 0;
-	done_valid = false;
-	memset(canon_plt, 0, sizeof(canon_plt));
+	ts->nmods = ts->nslots = 0;
+	if (ts->store)
+		memset(ts->store->hash, 0, sizeof(ts->store->hash));
+	ts->active = NULL;
+	ts->active_n = 0;
+	ts->done_valid = false;
+	memset(ts->canon_plt, 0, sizeof(ts->canon_plt));
 }
 
 /* ---------------------------------------------------------------- walking modules */
@@ -331,7 +341,7 @@ static enum kind classify(const struct dl_phdr_info *info, const struct walk *w)
 static bool slot_is_ours_to_patch(const struct got_image *d, const struct got_image_slot *s,
 				  uintptr_t cur, uintptr_t orig)
 {
-	if (cur == orig || (canon_plt[s->entry] && cur == canon_plt[s->entry]))
+	if (cur == orig || (ts->canon_plt[s->entry] && cur == ts->canon_plt[s->entry]))
 		return true;
 	/* A lazy JUMP_SLOT not called yet: it holds the PLT stub of its own module, and
 	 * the loader would bind it from the same scope dlsym searched. */
@@ -342,15 +352,15 @@ static bool slot_is_ours_to_patch(const struct got_image *d, const struct got_im
 static void patch_module(struct walk *w, const struct got_image *d, const struct mod_rec *prev,
 			 uint32_t *cell)
 {
-	struct got_image_slot *found = store->found;
-	struct pending *todo = store->todo;
+	struct got_image_slot *found = ts->store->found;
+	struct pending *todo = ts->store->todo;
 	size_t bad, n = got_image_find_slots(d, w->names, w->n, found, MAX_MODULE_SLOTS, &bad);
 	if (n > MAX_MODULE_SLOTS) {
 		bad += n - MAX_MODULE_SLOTS;
 		n = MAX_MODULE_SLOTS;
 	}
 	count(ST_FAIL_RELOC, bad);
-	uint32_t first = nslots;
+	uint32_t first = ts->nslots;
 	size_t ntodo = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct got_image_slot *s = &found[i];
@@ -363,20 +373,20 @@ static void patch_module(struct walk *w, const struct got_image *d, const struct
 				count(ST_FAIL_PLT, 1);
 				continue;
 			}
-			canon_plt[s->entry] = s->plt;
+			ts->canon_plt[s->entry] = s->plt;
 		}
 		uintptr_t cur = load_slot(s->addr);
 		if (cur == repl) {
 			/* Patched already: keep its old value if an earlier record had it. */
 			for (uint32_t k = 0; prev && k < prev->nslots; k++) {
-				const struct slot_rec *r = &store->slots[prev->first + k];
-				if (r->addr == s->addr && nslots < MAX_SLOTS)
-					store->slots[nslots++] = *r;
+				const struct slot_rec *r = &ts->store->slots[prev->first + k];
+				if (r->addr == s->addr && ts->nslots < MAX_SLOTS)
+					ts->store->slots[ts->nslots++] = *r;
 			}
 			count(ST_SLOTS_ALREADY, 1);
 		} else if (!slot_is_ours_to_patch(d, s, cur, orig)) {
 			count(ST_SLOTS_FOREIGN, 1);
-		} else if (nslots + ntodo >= MAX_SLOTS) {
+		} else if (ts->nslots + ntodo >= MAX_SLOTS) {
 			count(ST_FAIL_FULL, 1);
 		} else {
 			todo[ntodo++] = (struct pending){
@@ -386,7 +396,7 @@ static void patch_module(struct walk *w, const struct got_image *d, const struct
 	size_t written = write_slots(d, todo, ntodo);
 	for (size_t i = 0; i < ntodo; i++)
 		if (todo[i].done)
-			store->slots[nslots++] = (struct slot_rec){
+			ts->store->slots[ts->nslots++] = (struct slot_rec){
 			    .addr = todo[i].addr, .old = todo[i].old, .entry = todo[i].entry};
 	count(ST_SLOTS_PATCHED, written);
 	if (written)
@@ -398,7 +408,7 @@ static void patch_module(struct walk *w, const struct got_image *d, const struct
 static bool module_intact(const struct walk *w, const struct mod_rec *m, const struct got_image *d)
 {
 	for (uint32_t k = 0; k < m->nslots; k++) {
-		const struct slot_rec *r = &store->slots[m->first + k];
+		const struct slot_rec *r = &ts->store->slots[m->first + k];
 		if (!got_image_contains(d, r->addr, sizeof(uintptr_t), PF_R | PF_W) ||
 		    load_slot(r->addr) != (uintptr_t)w->table[r->entry].replacement)
 			return false;
@@ -413,15 +423,15 @@ static void walk_module(struct walk *w, struct dl_phdr_info *info)
 	uint32_t *cell;
 	struct mod_rec *m = mod_find(d.base, d.dynamic, &cell);
 	if (m && (!w->full || (rc == 0 ? module_intact(w, m, &d) : m->nslots == 0))) {
-		m->gen = gen;
+		m->gen = ts->gen;
 		count(ST_MODULES_UNCHANGED, 1);
 		return;
 	}
-	if (nmods == MAX_MODULES) {
+	if (ts->nmods == MAX_MODULES) {
 		/* No record for it: left as it is (an earlier record stays, so that
 		 * got_patch_restore still finds the slots it holds). */
 		if (m)
-			m->gen = gen;
+			m->gen = ts->gen;
 		count(ST_FAIL_FULL, 1);
 		return;
 	}
@@ -433,7 +443,7 @@ static void walk_module(struct walk *w, struct dl_phdr_info *info)
 	}
 	count(rc == -ENOENT ? ST_SKIP_NO_DYNAMIC : ST_FAIL_DYNAMIC, 1);
 	/* Remembered, slotless: not read again while it stays loaded. */
-	mod_add(cell, d.base, d.dynamic, nslots);
+	mod_add(cell, d.base, d.dynamic, ts->nslots);
 }
 
 static int walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
@@ -450,9 +460,9 @@ static int walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
 			return 1;
 		}
 		w->subs = info->dlpi_subs;
-		w->full = !done_valid || w->subs != done_subs;
-		if (w->full && ++gen == DEAD_GEN)
-			gen++;
+		w->full = !ts->done_valid || w->subs != ts->done_subs;
+		if (w->full && ++ts->gen == DEAD_GEN)
+			ts->gen++;
 	}
 	switch (classify(info, w)) {
 	case MOD_SELF:
@@ -531,10 +541,10 @@ static int resolve_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		return first; /* an unreadable program: nothing to correct */
 	bool pending = false;
 	if (first) {
-		size_t bad, n = got_image_find_slots(&im, r->w->names, r->w->n, store->found,
+		size_t bad, n = got_image_find_slots(&im, r->w->names, r->w->n, ts->store->found,
 						     MAX_MODULE_SLOTS, &bad);
 		for (size_t i = 0; i < n && i < MAX_MODULE_SLOTS; i++) {
-			const struct got_image_slot *s = &store->found[i];
+			const struct got_image_slot *s = &ts->store->found[i];
 			if (r->fresh[s->entry] && s->plt && s->plt == (uintptr_t)r->cand[s->entry])
 				r->canonical[s->entry] = pending = true;
 		}
@@ -555,11 +565,31 @@ static int resolve_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return !pending;
 }
 
+/* Under walk_lock: points ts at the state of table, claiming a free one for a table
+ * seen for the first time. -EBUSY when every state belongs to another table. */
+static int select_state(const struct got_patch_entry *table)
+{
+	struct table_state *free_state = NULL;
+	for (size_t i = 0; i < GOT_PATCH_MAX_TABLES; i++) {
+		if (tables[i].owner == table) {
+			ts = &tables[i];
+			return 0;
+		}
+		if (!tables[i].owner && !free_state)
+			free_state = &tables[i];
+	}
+	if (!free_state)
+		return -EBUSY;
+	free_state->owner = table;
+	ts = free_state;
+	return 0;
+}
+
 /* One walk, under walk_lock. resolved: dlsym's answers, looked up before the lock. */
 static int walk_locked(struct got_patch_entry *table, size_t n, void *const *resolved,
 		       unsigned long long adds)
 {
-	if (active && (active != table || active_n != n))
+	if (ts->active && (ts->active != table || ts->active_n != n))
 		return -EBUSY;
 	if (map_store() != 0)
 		return -ENOMEM;
@@ -589,11 +619,11 @@ static int walk_locked(struct got_patch_entry *table, size_t n, void *const *res
 		return w.err ? w.err : -EAGAIN;
 	if (w.full)
 		sweep();
-	active = table;
-	active_n = n;
-	done_adds = adds;
-	done_subs = w.subs;
-	done_valid = true;
+	ts->active = table;
+	ts->active_n = n;
+	ts->done_adds = adds;
+	ts->done_subs = w.subs;
+	ts->done_valid = true;
 	count(ST_WALKS, 1);
 	return 0;
 }
@@ -609,8 +639,11 @@ int got_patch_apply(struct got_patch_entry *table, size_t n)
 	unsigned long long c[2];
 	load_counters(c);
 	pthread_mutex_lock(walk_lock);
-	int rc = active && (active != table || active_n != n) ? -EBUSY : 0;
-	bool quick = rc == 0 && active && done_valid && c[0] == done_adds && c[1] == done_subs;
+	int rc = select_state(table);
+	if (rc == 0 && ts->active && (ts->active != table || ts->active_n != n))
+		rc = -EBUSY;
+	bool quick = rc == 0 && ts->active && ts->done_valid && c[0] == ts->done_adds &&
+		     c[1] == ts->done_subs;
 	pthread_mutex_unlock(walk_lock);
 	if (rc != 0)
 		return rc;
@@ -633,7 +666,9 @@ int got_patch_apply(struct got_patch_entry *table, size_t n)
 		}
 		dl_guard_wait_loader(); /* the barrier (see the top) */
 		pthread_mutex_lock(walk_lock);
-		rc = walk_locked(table, n, resolved, c[0]);
+		rc = select_state(table);
+		if (rc == 0)
+			rc = walk_locked(table, n, resolved, c[0]);
 		pthread_mutex_unlock(walk_lock);
 		if (rc != -EAGAIN)
 			return rc;
@@ -657,10 +692,10 @@ static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	const struct mod_rec *m = mod_find(d.base, d.dynamic, &cell);
 	if (!m || m->nslots == 0)
 		return 0;
-	struct pending *todo = store->todo;
+	struct pending *todo = ts->store->todo;
 	size_t n = 0;
 	for (uint32_t k = 0; k < m->nslots && n < MAX_MODULE_SLOTS; k++) {
-		const struct slot_rec *r = &store->slots[m->first + k];
+		const struct slot_rec *r = &ts->store->slots[m->first + k];
 		/* Only a slot that still holds our replacement: the module may be another
 		 * one loaded at the same address since. */
 		if (got_image_contains(&d, r->addr, sizeof(uintptr_t), PF_R | PF_W) &&
@@ -674,14 +709,18 @@ static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg)
 int got_patch_restore(void)
 {
 	pthread_mutex_lock(walk_lock);
-	struct walk w;
 	uint32_t restored = 0;
-	if (store && active) {
-		init_walk(&w, (struct got_patch_entry *)active, active_n);
-		dl_iterate_phdr(restore_cb, &w);
-		restored = w.restored;
+	for (size_t i = 0; i < GOT_PATCH_MAX_TABLES; i++) {
+		ts = &tables[i];
+		if (ts->store && ts->active) {
+			struct walk w;
+			init_walk(&w, (struct got_patch_entry *)ts->active, ts->active_n);
+			dl_iterate_phdr(restore_cb, &w);
+			restored += w.restored;
+		}
+		forget_all();
+		ts->owner = NULL;
 	}
-	forget_all();
 	pthread_mutex_unlock(walk_lock);
 	count(ST_SLOTS_RESTORED, restored);
 	return (int)restored;

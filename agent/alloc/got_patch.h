@@ -72,6 +72,9 @@
 
 /* Names one table may hold: the allocation functions and some room. */
 #define GOT_PATCH_MAX_SYMBOLS 32
+/* Tables applied at once, each with records of its own: the allocation hooks' and the
+ * lock hooks' (agent/lock/lock_hooks.h). */
+#define GOT_PATCH_MAX_TABLES 2
 
 /* One function to redirect. The caller owns the table; it must stay valid and
  * unchanged from got_patch_apply until got_patch_restore has returned. */
@@ -92,15 +95,19 @@ struct got_patch_entry {
  * since (then every module is checked, and the records of those gone are dropped):
  * call it again after each dlopen; with nothing loaded or unloaded since the last call
  * it returns at once. A slot that holds the replacement already is left alone.
+ * Up to GOT_PATCH_MAX_TABLES tables (told apart by their address) are applied side by
+ * side, each with its own records; their names must not overlap (a slot belongs to the
+ * first table that patched it: the other sees it bound elsewhere, slots_foreign).
  * Returns 0; -EINVAL (a bad table: n 0 or over GOT_PATCH_MAX_SYMBOLS, a NULL field);
- * -EBUSY (another table is applied: restore it first); -ENOMEM (no memory for the
+ * -EBUSY (GOT_PATCH_MAX_TABLES other tables are applied, or this one with another n:
+ * restore first); -ENOMEM (no memory for the
  * records); -EAGAIN (libraries kept being loaded during the call: a walk that sees a
  * load begin is dropped before it patches anything, and the next call does it).
  */
 int got_patch_apply(struct got_patch_entry *table, size_t n);
 
 /* Puts back every recorded slot that still holds its replacement, in the modules that
- * are still loaded, and forgets the table: the next got_patch_apply starts afresh.
+ * are still loaded, and forgets the tables: the next got_patch_apply starts afresh.
  * Returns the number of slots restored. */
 int got_patch_restore(void);
 

@@ -19,4 +19,12 @@ const struct profile_type profile_types[PROFILE_KINDS] = {
 		      .nvalues = 2,
 		      .values = {{"inuse-objects", "count"}, {"inuse-space", "bytes"}},
 		      .period = {"space", "bytes"}},
+    /* The names Datadog's profilers use for lock contention (the .NET profiler's
+     * lock-count and lock-time; Go's mutex profile says contentions / delay). Value 0
+     * is an estimate of the contended acquisitions, not a count of samples
+     * (agent/lock/lock_sample.h). */
+    [PROFILE_LOCK] = {.name = "lock",
+		      .nvalues = 2,
+		      .values = {{"lock-count", "count"}, {"lock-time", "nanoseconds"}},
+		      .period = {"lock-time", "nanoseconds"}},
 };

@@ -21,6 +21,7 @@ enum profile_kind {
 	PROFILE_CPU,   /* sampled on each thread's CPU clock (agent/sample/sampler.h) */
 	PROFILE_ALLOC, /* allocations, sampled by bytes (agent/alloc/alloc_sample.h) */
 	PROFILE_HEAP,  /* sampled allocations still alive at the swap (agent/alloc/) */
+	PROFILE_LOCK,  /* contended lock acquisitions, sampled by wait (agent/lock/) */
 	PROFILE_KINDS
 };
 

@@ -55,10 +55,17 @@ struct profile {
 	_Atomic uint64_t dropped[PROFILE_KINDS][PROFILE_VALUES_MAX];
 	uint64_t start_ns; /* CLOCK_REALTIME when it became active; set before the flip */
 };
-/* A new kind or value that no longer fits beside writers needs another layout. */
-_Static_assert(offsetof(struct profile, totals) + sizeof(((struct profile *)0)->totals) <=
+/* The kinds recorded at every sample (CPU, allocations) keep their totals on writers'
+ * line; the lock profile's, recorded at most every few milliseconds of waiting (and
+ * the heap's, added at the swap), may spill into the next. A new kind or value that
+ * no longer fits in two lines needs another layout. */
+_Static_assert(offsetof(struct profile, totals) +
+		       sizeof(((struct profile *)0)->totals[0]) * (PROFILE_ALLOC + 1) <=
 		   PROFILE_LINE,
-	       "struct profile: writers and totals share one cache line");
+	       "struct profile: writers and the hot kinds' totals share one cache line");
+_Static_assert(offsetof(struct profile, totals) + sizeof(((struct profile *)0)->totals) <=
+		   2 * PROFILE_LINE,
+	       "struct profile: writers and totals fit in two cache lines");
 
 struct profile_pair {
 	struct profile p[2];
