@@ -220,8 +220,9 @@ TSAN_TESTS := test_bg_host test_live_table test_live_table_signals test_live_tab
 TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_thread.c agent/store/region.c \
 	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c agent/alloc/live_heap.c \
 	agent/alloc/alloc_sample.c agent/lock/lock_sample.c
-# The module map's publication and grace period (plus what modules.c calls).
-TSAN_MODULES := agent/unwind/modules.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
+# The module map's publication and grace period (plus what modules.c and
+# modules_service.c call).
+TSAN_MODULES := agent/unwind/modules.c agent/unwind/modules_service.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
 	agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
 	agent/sample/sampler.c agent/unwind/stack_bounds.c agent/unwind/stack_ranges.c \
 	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/u64map.c common/big_alloc.c \

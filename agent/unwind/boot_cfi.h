@@ -4,7 +4,7 @@
  *
  * Why: tables are built by the uploader thread, which a process starts only at its
  * first need (uploader.h), and then a second late when this module covers the start-up
- * modules (modules.c, START_DELAY_BOOT_CFI_NS), so that a short program never pays for
+ * modules (modules_service.c, START_DELAY_BOOT_CFI_NS), so that a short program never pays for
  * tables. Until the tables come, the unwinder asks this module (agent/unwind/cfi_lookup.h:
  * a binary search and one FDE decoded per frame, slower per walk than a table: see
  * BENCHMARKS.md, Handler cost per sample), so the first samples are as complete as

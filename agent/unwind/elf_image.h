@@ -7,7 +7,7 @@
  * only once they fall inside the bytes. Section data is returned as it is in the file
  * (compressed sections are reported as such, not inflated).
  * Why not libelf: unwind tables are built early in every profiled process that lives
- * long enough (modules.c, START_DELAY_NS); linking libelf for these few headers would
+ * long enough (modules_service.c, START_DELAY_NS); linking libelf for these few headers would
  * make every process map it (start-up time, and five more mappings for every fork to
  * copy), and libelf's allocations would give the building thread its own malloc arena,
  * which glibc locks around every fork. libelf stays for the symbolizer, loaded with

@@ -78,7 +78,7 @@ uint64_t modules_service(uint64_t now_ns);
 
 /* Starts the work: on the host's thread when modules_set_host gave one that runs,
  * else on a thread of its own (create: the real pthread_create). The first scan comes
- * 1 ms after, or 1 s when the start-up modules' CFI covers the walks (modules.c,
+ * 1 ms after, or 1 s when the start-up modules' CFI covers the walks (modules_service.c,
  * START_DELAY_NS), or at the first dlopen or dlclose. 0 or -errno. */
 int modules_start(modules_thread_create_fn create);
 

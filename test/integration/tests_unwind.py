@@ -155,7 +155,7 @@ def test_unwind_tables_are_loaded_from_the_cache_the_second_time(ctx):
     for i in range(2):
         out = os.path.join(ctx.dir, "out%d" % i)
         rc, stdout, stderr, cpu, wall = run_profiled(
-            # Longer than the second the first scan waits (agent/unwind/modules.c).
+            # Longer than the second the first scan waits (agent/unwind/modules_service.c).
             [os.path.join(WORKLOADS, "omitfp_threads"), "2", "1.4"],
             {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
              "DD_PROFILING_LOG_LEVEL": "debug", "DD_PROFILING_UNWIND_CACHE_DIR": cache})
