@@ -9,8 +9,8 @@
  *
  * A slot's key word is its state, changed only by CAS or by its owner:
  *
- *     bits 0..55  the address (0: no address)
- *     bits 56..61 the slot's generation, bumped at every claim
+ *     bits 0..47  the address (0: no address)
+ *     bits 48..61 the slot's generation, bumped at every claim
  *     bit 62      REMOVING: a remove owns the slot (clearing the tag)
  *     bit 63      CLAIMED: an insert owns the slot (writing the payload, then the tag)
  *
@@ -33,8 +33,9 @@
  * Readers of a payload use the generation as a sequence number (a seqlock whose writers
  * never wait): read the key, the payload, the key again; the same value twice means the
  * payload is the one published with it, since every writer changes the key word (claim)
- * before it writes the payload. 64 claims of one slot between the two reads, the last
- * one for the same address, would fool it.
+ * before it writes the payload. 16384 claims of one slot between the two reads, the
+ * last one for the same address, would fool it: the reader preempted while the same
+ * address is sampled that often (8 GiB allocated at the default interval).
  *
  * No ABA on one address: the hooks call remove(X) before the real free(X), and insert(X)
  * after a malloc returned X, so for one address the operations are ordered by the
@@ -54,8 +55,8 @@
 #include <sys/mman.h>
 
 #define KEY_ADDR_MASK (LIVE_TABLE_ADDR_LIMIT - 1)
-#define KEY_GEN_SHIFT 56
-#define KEY_GEN_MASK (0x3fULL << KEY_GEN_SHIFT)
+#define KEY_GEN_SHIFT 48
+#define KEY_GEN_MASK (0x3fffULL << KEY_GEN_SHIFT)
 #define KEY_REMOVING (1ULL << 62)
 #define KEY_CLAIMED (1ULL << 63)
 
@@ -222,8 +223,12 @@ static bool overflow_raise(_Atomic uint64_t *w)
 bool live_table_insert(struct live_table *t, uintptr_t addr, uint64_t ref, uint64_t size,
 		       uint64_t weight)
 {
-	if (addr == 0 || addr >= LIVE_TABLE_ADDR_LIMIT)
+	if (addr == 0)
 		return false;
+	if (addr >= LIVE_TABLE_ADDR_LIMIT) {
+		atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
+		return false;
+	}
 	/* Counted first, for the entry this insert may place; taken back when it places
 	 * none or replaces one (whose count stands for it). */
 	_Atomic uint32_t *region = &t->regions[live_table_region(addr)];

@@ -73,9 +73,12 @@
 #define LIVE_TABLE_REGION_SHIFT 16
 #define LIVE_TABLE_REGIONS 4096
 
-/* Addresses are below this: user space on x86-64 (48-bit or 57-bit addresses); the
- * key word keeps its top byte for a slot's state. */
-#define LIVE_TABLE_ADDR_LIMIT ((uintptr_t)1 << 56)
+/* Addresses are below this: user space of 4-level page tables (x86-64: 47 bits,
+ * arm64: 48). With 5-level tables Linux maps above it only for an mmap whose hint asks
+ * (no allocator does); such an allocation is not tracked and counted as refused. The
+ * key word keeps its top 16 bits for a slot's state and a generation wide enough for
+ * its readers' seqlock check (live_table.c). */
+#define LIVE_TABLE_ADDR_LIMIT ((uintptr_t)1 << 48)
 
 /* A sampled allocation, as inserted and as read back. */
 struct live_table_entry {
@@ -108,7 +111,8 @@ struct live_table {
 	 * a remove of an address that no tag matches. */
 	alignas(64) _Atomic uint64_t entries; /* entries in the table */
 	_Atomic uint64_t inserted;	      /* inserts that placed an entry, ever */
-	_Atomic uint64_t overflows;	      /* inserts refused: no free slot in reach */
+	_Atomic uint64_t overflows;	      /* inserts refused: no free slot in reach, or
+					       * an address past the limit */
 	_Atomic uint64_t replaced;   /* inserts that replaced an entry of the same address */
 	_Atomic uint64_t displaced;  /* entries outside their home bucket */
 	_Atomic uint64_t probes;     /* slots read because their tag matched */
