@@ -219,7 +219,7 @@ TSAN_TESTS := test_bg_host test_live_table test_live_table_signals test_live_tab
 	test_threads test_lock_sample
 TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_thread.c agent/store/region.c \
 	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c agent/alloc/live_heap.c \
-	agent/alloc/alloc_sample.c agent/lock/lock_sample.c
+	agent/alloc/alloc_sample.c agent/lock/lock_sample.c agent/wall/wall_clock.c
 # The module map's publication and grace period (plus what modules.c and
 # modules_service.c call).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/modules_service.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \

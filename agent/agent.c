@@ -26,6 +26,8 @@
 #include "agent/alloc/live_heap.h"
 #include "agent/lock/lock_hooks.h"
 #include "agent/lock/lock_sample.h"
+#include "agent/wall/wall_clock.h"
+#include "agent/wall/wall_hooks.h"
 #include "agent/sample/app_signals.h"
 #include "agent/sample/fork_local.h"
 #include "agent/sample/threads.h"
@@ -117,8 +119,8 @@ FORK_CHILD_PATH static void restore_signal_mask_child(void)
 }
 
 /* The memory and lock profiles asked for (start-up: agent_start installs them). */
-static bool alloc_wanted, heap_wanted, lock_wanted;
-static uint64_t alloc_interval, heap_table_bytes, lock_interval_ns;
+static bool alloc_wanted, heap_wanted, lock_wanted, wall_wanted;
+static uint64_t alloc_interval, heap_table_bytes, lock_interval_ns, wall_interval_ns;
 
 int agent_init(const struct config *cfg)
 {
@@ -167,7 +169,9 @@ int agent_init(const struct config *cfg)
 	heap_table_bytes = cfg->heap_table_bytes;
 	lock_wanted = cfg->lock_enabled;
 	lock_interval_ns = cfg->lock_interval_ns;
-	if (alloc_wanted || heap_wanted || lock_wanted)
+	wall_wanted = cfg->wall_enabled;
+	wall_interval_ns = cfg->wall_interval_ns;
+	if (alloc_wanted || heap_wanted || lock_wanted || wall_wanted)
 		got_patch_place(fork_local_alloc(sizeof(pthread_mutex_t)));
 	return signo;
 }
@@ -203,18 +207,38 @@ static void start_allocations(void)
 			(heap ? PROFILE_KIND_BIT(PROFILE_HEAP) : 0);
 }
 
-/* Start-up, sampling on: the lock hooks, when a lock profile is asked for. */
+/* Start-up, sampling on: the lock hooks, when a lock or wall profile is asked for (the
+ * wall profile times mutex and condition waits there). */
 static void start_locks(void)
 {
-	if (!lock_wanted)
+	if (!lock_wanted && !wall_wanted)
 		return;
 	lock_sample_set_interval(lock_interval_ns);
-	int rc = lock_hooks_install();
+	int rc = lock_hooks_install(lock_wanted);
 	if (rc < 0) {
-		log_warn("cannot hook the lock functions (%s); no lock profile", strerror(-rc));
+		log_warn("cannot hook the lock functions (%s); no lock profile%s", strerror(-rc),
+			 wall_wanted ? ", no lock waits in the wall profile" : "");
 		return;
 	}
-	hooked_kinds |= PROFILE_KIND_BIT(PROFILE_LOCK);
+	if (lock_wanted)
+		hooked_kinds |= PROFILE_KIND_BIT(PROFILE_LOCK);
+}
+
+/* Start-up, sampling on: the wall hooks, when a wall profile is asked for. Its accounts
+ * are on first: the lock hooks installed before may already time waits. */
+static void start_wall(void)
+{
+	if (!wall_wanted)
+		return;
+	wall_clock_configure(true, wall_interval_ns);
+	wall_clock_thread_begin();
+	int rc = wall_hooks_install();
+	if (rc < 0) {
+		wall_clock_configure(false, wall_interval_ns);
+		log_warn("cannot hook the blocking calls (%s); no wall profile", strerror(-rc));
+		return;
+	}
+	hooked_kinds |= PROFILE_KIND_BIT(PROFILE_WALL);
 }
 
 void agent_start(void)
@@ -235,6 +259,7 @@ void agent_start(void)
 	threads_start_self(is_main, 0);
 	threads_scan_existing();
 	start_allocations();
+	start_wall();
 	start_locks();
 	if (hooked_kinds)
 		agent_snapshot_set_kinds(hooked_kinds);
@@ -295,6 +320,7 @@ void agent_thread_begin(struct thread_start *s, struct thread_start *out)
 		/* Acquire pairs with the constructor's release: its set-up is visible. Not
 		 * yet running: the start-up scan will find this thread. */
 		threads_start_self(false, out->stack_size);
+		wall_clock_thread_begin();
 	}
 }
 
@@ -318,6 +344,7 @@ void agent_module_loading(void)
 	 * threads are the application's (the hooks leave the profiler's threads alone). */
 	alloc_hooks_notify();
 	lock_hooks_notify();
+	wall_hooks_notify();
 }
 
 void agent_module_unloaded(void)
@@ -326,12 +353,33 @@ void agent_module_unloaded(void)
 		modules_notify();
 	alloc_hooks_notify();
 	lock_hooks_notify();
+	wall_hooks_notify();
+}
+
+uint64_t agent_hooks_service(uint64_t now_ns)
+{
+	uint64_t a = alloc_hooks_service(now_ns), l = lock_hooks_service(now_ns),
+		 w = wall_hooks_service(now_ns);
+	uint64_t next = a < l ? a : l;
+	return next < w ? next : w;
+}
+
+bool agent_hooks_rescan_wanted(void)
+{
+	return alloc_hooks_rescan_wanted() || lock_hooks_rescan_wanted() ||
+	       wall_hooks_rescan_wanted();
 }
 
 bool agent_may_work_here(void)
 {
 	return !sampler_thread_is_internal() && !app_signals_in_handler() &&
 	       !sandbox_thread_active();
+}
+
+/* Whether a table of GOT hooks is applied (got_patch's fork handlers are then due). */
+FORK_CHILD_PATH static bool any_hooks_installed(void)
+{
+	return alloc_hooks_installed() || lock_hooks_installed() || wall_hooks_installed();
 }
 
 void agent_atfork_prepare_first(void)
@@ -343,13 +391,13 @@ void agent_atfork_prepare(void)
 {
 	threads_atfork_prepare();
 	modules_atfork_prepare();
-	if (alloc_hooks_installed() || lock_hooks_installed())
+	if (any_hooks_installed())
 		got_patch_atfork_prepare();
 }
 
 void agent_atfork_parent(void)
 {
-	if (alloc_hooks_installed() || lock_hooks_installed())
+	if (any_hooks_installed())
 		got_patch_atfork_parent();
 	modules_atfork_parent();
 	threads_atfork_parent();
@@ -370,7 +418,7 @@ FORK_CHILD_PATH void agent_atfork_child(own_thread_create_fn create)
 	threads_atfork_child();
 	thread_start_after_fork();
 	modules_atfork_child(create);
-	if (alloc_hooks_installed() || lock_hooks_installed())
+	if (any_hooks_installed())
 		got_patch_atfork_child();
 	if (alloc_hooks_installed()) {
 		alloc_sample_after_fork_child();
@@ -378,6 +426,8 @@ FORK_CHILD_PATH void agent_atfork_child(own_thread_create_fn create)
 	}
 	if (lock_hooks_installed())
 		lock_hooks_after_fork_child();
+	if (wall_hooks_installed())
+		wall_clock_after_fork_child();
 }
 
 FORK_CHILD_PATH void agent_atfork_child_last(void)
@@ -470,4 +520,9 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->lock_contended = ls.contended;
 	d->lock_samples = ls.samples;
 	d->lock_cond_waits = ls.cond_waits;
+	struct wall_clock_stats ws;
+	wall_clock_get_stats(&ws);
+	d->wall_hooks_installed = wall_hooks_installed();
+	d->wall_wait_samples = ws.wait_samples;
+	d->wall_running_samples = ws.running_samples;
 }

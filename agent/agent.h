@@ -104,6 +104,12 @@ void agent_thread_end(const struct sampler_thread_root *root);
 void agent_module_loading(void);
 void agent_module_unloaded(void);
 
+/* The host thread: applies the GOT hooks (allocation, lock, wall) to the modules loaded
+ * since; returns when it is next due (UINT64_MAX: no hooks). rescan_wanted: whether a
+ * load or unload asks for it sooner. */
+uint64_t agent_hooks_service(uint64_t now_ns);
+bool agent_hooks_rescan_wanted(void);
+
 /* Normal context or an application's signal handler: whether the calling thread may do
  * the profiler's work on the application's behalf (start a thread, map memory): not a
  * thread of ours, not inside one of the application's signal handlers, not under a
@@ -181,6 +187,9 @@ struct agent_diagnostics {
 	uint64_t lock_contended;
 	uint64_t lock_samples;
 	uint64_t lock_cond_waits;
+	uint64_t wall_hooks_installed;
+	uint64_t wall_wait_samples;
+	uint64_t wall_running_samples;
 };
 /* Any thread but a signal handler; all zero while the agent does not run. */
 void agent_get_diagnostics(struct agent_diagnostics *out);

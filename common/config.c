@@ -696,6 +696,7 @@ static void set_defaults(struct config *out)
 	out->alloc_interval = CONFIG_DEFAULT_ALLOC_INTERVAL;
 	out->heap_table_bytes = CONFIG_DEFAULT_HEAP_TABLE;
 	out->lock_interval_ns = CONFIG_DEFAULT_LOCK_INTERVAL_NS;
+	out->wall_interval_ns = CONFIG_DEFAULT_WALL_INTERVAL_NS;
 	out->log_level = LOG_LEVEL_WARN;
 	out->upload_timeout_ns = CONFIG_DEFAULT_UPLOAD_TIMEOUT_NS;
 	out->exit_flush_timeout_ns = CONFIG_DEFAULT_EXIT_FLUSH_TIMEOUT_NS;
@@ -744,6 +745,9 @@ int config_load_with(struct config *out, config_getenv_fn get, bool secure_execu
 	out->lock_enabled = load_bool(&ld, "DD_PROFILING_LOCK_ENABLED", out->lock_enabled);
 	load_timeout(&ld, "DD_PROFILING_LOCK_INTERVAL", &out->lock_interval_ns,
 		     CONFIG_MIN_LOCK_INTERVAL_NS, CONFIG_MAX_LOCK_INTERVAL_NS);
+	out->wall_enabled = load_bool(&ld, "DD_PROFILING_WALL_ENABLED", out->wall_enabled);
+	load_timeout(&ld, "DD_PROFILING_WALL_INTERVAL", &out->wall_interval_ns,
+		     CONFIG_MIN_WALL_INTERVAL_NS, CONFIG_MAX_WALL_INTERVAL_NS);
 	load_signal(&ld, out);
 	load_string(&ld, "DD_SERVICE", out->service, sizeof(out->service));
 	load_string(&ld, "DD_ENV", out->env, sizeof(out->env));

@@ -50,6 +50,11 @@
 #define CONFIG_DEFAULT_LOCK_INTERVAL_NS (10ULL * 1000000ULL)
 #define CONFIG_MIN_LOCK_INTERVAL_NS 1000ULL
 #define CONFIG_MAX_LOCK_INTERVAL_NS (60ULL * 1000000000ULL)
+/* DD_PROFILING_WALL_INTERVAL: the mean time a thread waits between its wall samples,
+ * 10 ms (agent/wall/wall_clock.h); from 100 us to 60 s. */
+#define CONFIG_DEFAULT_WALL_INTERVAL_NS (10ULL * 1000000ULL)
+#define CONFIG_MIN_WALL_INTERVAL_NS 100000ULL
+#define CONFIG_MAX_WALL_INTERVAL_NS (60ULL * 1000000000ULL)
 #define CONFIG_MIN_HEAP_TABLE (64ULL << 10)
 #define CONFIG_MAX_HEAP_TABLE (1ULL << 30)
 #define CONFIG_TAG_MAX 256   /* buffer of DD_SERVICE, DD_ENV, DD_VERSION (incl. NUL) */
@@ -84,6 +89,8 @@ struct config {
 	uint64_t heap_table_bytes; /* DD_PROFILING_HEAP_TABLE_SIZE, bytes (suffixes as above) */
 	bool lock_enabled;	   /* DD_PROFILING_LOCK_ENABLED, default false */
 	uint64_t lock_interval_ns; /* DD_PROFILING_LOCK_INTERVAL (s, decimals), 1 us..60 s */
+	bool wall_enabled;	   /* DD_PROFILING_WALL_ENABLED, default false */
+	uint64_t wall_interval_ns; /* DD_PROFILING_WALL_INTERVAL (s, decimals), 100 us..60 s */
 	/* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else SIGPROF or a signo
 	 * in SIGRTMIN..SIGRTMAX (config.c: signal_allowed) */
 	int signal;

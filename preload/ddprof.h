@@ -94,6 +94,12 @@ struct ddprof_diagnostics {
 	uint64_t lock_samples;	       /* sampled waits recorded (lock-count, lock-time) */
 	uint64_t lock_cond_waits;      /* condition waits whose mutex reacquisition was
 					* measured (from a stamped wake-up to the return) */
+	/* Wall-clock profile (DD_PROFILING_WALL_ENABLED). */
+	uint64_t wall_hooks_installed; /* 1 when the blocking calls' GOT slots were pointed
+					* at the profiler's hooks (0: wall profiling off) */
+	uint64_t wall_wait_samples;    /* wall samples of waits (charged by the hooks) */
+	uint64_t wall_running_samples; /* wall samples of running time (charged at CPU
+					* samples) */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -376,6 +376,9 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.lock_contended = ad.lock_contended;
 		d.lock_samples = ad.lock_samples;
 		d.lock_cond_waits = ad.lock_cond_waits;
+		d.wall_hooks_installed = ad.wall_hooks_installed;
+		d.wall_wait_samples = ad.wall_wait_samples;
+		d.wall_running_samples = ad.wall_running_samples;
 	}
 	memset(out, 0, size);
 	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));

@@ -18,6 +18,7 @@
 #include "agent/sample/thread_names.h"
 #include "agent/sample/threads.h"
 #include "agent/unwind/unwind.h"
+#include "agent/wall/wall_clock.h"
 #include "common/clock.h"
 #include "common/strtab.h"
 #include "common/u64map.h"
@@ -93,7 +94,7 @@ struct builder {
 	struct mapping_flags *mflags;
 	size_t nmappings;
 	struct pb_buf samples, locations, functions, scratch, line;
-	int64_t s_thread_id, s_thread_name, s_process_id;
+	int64_t s_thread_id, s_thread_name, s_process_id, s_state;
 	/* The sample's value vector: every kind's values side by side, kind k's from
 	 * column[k] (agent/store/profile_types.h); ncolumns in all. */
 	uint32_t column[PROFILE_KINDS]; /* COLUMN_NONE: a kind the profile leaves out */
@@ -126,6 +127,8 @@ static const char *synthetic_name(uintptr_t pc)
 	case PC_STARTUP:
 		return "[start-up]";
 	default:
+		if (wall_clock_is_state_pc(pc))
+			return wall_state_names[pc - PC_WALL_STATE_BASE];
 		return "[unknown]";
 	}
 }
@@ -247,10 +250,19 @@ static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int3
 {
 	if (b->column[kind] == COLUMN_NONE)
 		return;
-	uint64_t ids[UNWIND_MAX_DEPTH];
+	uint64_t ids[UNWIND_MAX_DEPTH + 1];
 	if (n > UNWIND_MAX_DEPTH)
 		n = UNWIND_MAX_DEPTH;
 	uint32_t nids = 0;
+	/* A wall sample's state (its outermost pc): the "state" label, and for a wait a
+	 * leaf frame named for the call. */
+	int64_t state = -1;
+	if (kind == PROFILE_WALL && n > 0 && wall_clock_is_state_pc(pcs[n - 1])) {
+		state = (int64_t)(pcs[n - 1] - PC_WALL_STATE_BASE);
+		n--;
+		if (state != WALL_RUNNING)
+			ids[nids++] = location_id(b, pcs[n], false);
+	}
 	/* The leaf too: a sample can land in the trampoline's own instructions (a tick right
 	 * after it armed the thread's timer, or as the thread ends). A return address
 	 * points past its call: pc - 1 is in the caller. */
@@ -272,6 +284,8 @@ static void add_sample(struct builder *b, const uintptr_t *pcs, uint32_t n, int3
 			label_str(&s, &tmp, b->s_thread_name, intern(b, name));
 	}
 	label_num(&s, &tmp, b->s_process_id, b->pid);
+	if (state >= 0)
+		label_str(&s, &tmp, b->s_state, intern(b, wall_state_names[state]));
 	pb_bytes(&b->samples, PROFILE_SAMPLE, s.data, s.len);
 	if (s.failed || tmp.failed)
 		b->err = -ENOMEM;
@@ -389,6 +403,7 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	intern(&b, ""); /* string_table[0] must be "" */
 	b.s_thread_id = intern(&b, "thread id");
 	b.s_thread_name = intern(&b, "thread name");
+	b.s_state = intern(&b, "state");
 	b.s_process_id = intern(&b, "process_id");
 	uint32_t kinds = meta->kinds | PROFILE_KIND_BIT(PROFILE_CPU);
 	for (int k = 0; k < PROFILE_KINDS; k++) {

@@ -20,9 +20,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "agent/alloc/alloc_hooks.h"
+#include "agent/agent.h"
 #include "agent/alloc/live_heap.h"
-#include "agent/lock/lock_hooks.h"
 #include "agent/sample/fork_local.h"
 #include "agent/symbolize/dw_api.h"
 #include "agent/unwind/modules.h"
@@ -79,16 +78,7 @@ FORK_CHILD_DATA static struct control ctl = {.lock = &ctl_lock_fallback};
  * host_thr, which only the thread writes (not on the fork child's page: the thread's
  * frequent writes would copy that page after every fork).
  */
-enum service_id {
-	SVC_UPLOAD,
-	SVC_MODULES,
-	SVC_ROOM,
-	SVC_WARM,
-	SVC_THREADS,
-	SVC_ALLOC,
-	SVC_LOCK,
-	SVC_COUNT
-};
+enum service_id { SVC_UPLOAD, SVC_MODULES, SVC_ROOM, SVC_WARM, SVC_THREADS, SVC_HOOKS, SVC_COUNT };
 #define SVC_BIT(id) (1u << (id))
 FORK_CHILD_DATA static struct bg_host host;
 static struct bg_host_thread host_thr;
@@ -321,31 +311,18 @@ static void threads_after_sleep(void *arg)
 	threads_service_awake();
 }
 
-/* The allocation hooks' slots in modules loaded since (agent/alloc/alloc_hooks.h): a few
- * rescans after each dlopen or dlclose, and a periodic one. */
-static uint64_t alloc_run(void *arg, uint64_t now)
+/* The GOT hooks' slots in modules loaded since (the allocation, lock and wall hooks:
+ * agent.h): a few rescans after each dlopen or dlclose, and a periodic one. */
+static uint64_t hooks_run(void *arg, uint64_t now)
 {
 	(void)arg;
-	return alloc_hooks_service(now);
+	return agent_hooks_service(now);
 }
 
-static bool alloc_wanted(void *arg)
+static bool hooks_wanted(void *arg)
 {
 	(void)arg;
-	return alloc_hooks_rescan_wanted();
-}
-
-/* The lock hooks' slots, likewise (agent/lock/lock_hooks.h). */
-static uint64_t lock_run(void *arg, uint64_t now)
-{
-	(void)arg;
-	return lock_hooks_service(now);
-}
-
-static bool lock_wanted(void *arg)
-{
-	(void)arg;
-	return lock_hooks_rescan_wanted();
+	return agent_hooks_rescan_wanted();
 }
 
 /* The table; arg (the thread's upload context) and the upload's first due time are
@@ -366,13 +343,11 @@ static struct bg_service services[SVC_COUNT] = {
 		     .after_sleep = threads_after_sleep,
 		     .first_due_ns = BG_NEVER,
 		     .nests = true},
-    [SVC_ALLOC] = {.name = "alloc",
-		   .run = alloc_run,
-		   .wanted = alloc_wanted,
+    [SVC_HOOKS] = {.name = "hooks",
+		   .run = hooks_run,
+		   .wanted = hooks_wanted,
 		   .first_due_ns = 0,
 		   .nests = true},
-    [SVC_LOCK] =
-	{.name = "lock", .run = lock_run, .wanted = lock_wanted, .first_due_ns = 0, .nests = true},
 };
 
 /* While an upload waits on the network: memory, unwind tables and timers, so that a
@@ -382,8 +357,7 @@ static struct bg_service services[SVC_COUNT] = {
  * of milliseconds, symbolizing many new stacks longer): timers, and memory (the active
  * profile's and the live heap's stacks, which fill while the host is busy). */
 #define SERVICES_WHILE_WAITING                                                                     \
-	(SVC_BIT(SVC_ROOM) | SVC_BIT(SVC_MODULES) | SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_ALLOC) |    \
-	 SVC_BIT(SVC_LOCK))
+	(SVC_BIT(SVC_ROOM) | SVC_BIT(SVC_MODULES) | SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_HOOKS))
 #define SERVICES_BETWEEN_STEPS (SVC_BIT(SVC_THREADS) | SVC_BIT(SVC_ROOM))
 
 static void host_setup(void)

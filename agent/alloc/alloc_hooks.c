@@ -5,7 +5,7 @@
  * the allocator the application called (orig.*), in the context the application called
  * it from, then only lock-free, allocation-free code of ours. Install, notify and the
  * service run in normal context. Every hook is a function of its own with a frame pointer (the
- * library is built with -fno-omit-frame-pointer), so that CALLER_REGS reads its caller's state
+ * library is built with -fno-omit-frame-pointer), so that HOOK_CALLER_REGS reads its caller's state
  * exactly.
  */
 #include "agent/alloc/alloc_hooks.h"
@@ -17,9 +17,8 @@
 #include <stdlib.h>
 
 #include "agent/alloc/alloc_sample.h"
-#include "agent/alloc/got_patch.h"
+#include "agent/alloc/hook_set.h"
 #include "agent/alloc/live_heap.h"
-#include "common/dl_guard.h"
 #include "common/fork_child.h"
 #include "agent/sample/sampler.h"
 #include "agent/unwind/unwind.h"
@@ -32,16 +31,6 @@ static __thread bool in_reallocarray __attribute__((tls_model("initial-exec")));
 static _Atomic bool record_allocations;
 /* Relaxed: a counter for diagnostics. */
 static _Atomic uint64_t samples_recorded;
-
-/* The registers of the hook's caller at its call: the pc of the call instruction (the
- * return address minus one: a call that ends a function must not be named after the
- * next one), the stack pointer as the call left it (the hook's frame address plus its
- * saved frame pointer and return address) and the caller's frame pointer (saved by
- * the hook's prologue). Only inside the hook itself. */
-#define CALLER_REGS()                                                                              \
-	((struct unwind_regs){.pc = (uintptr_t)__builtin_return_address(0) - 1,                    \
-			      .sp = (uintptr_t)__builtin_frame_address(0) + 2 * sizeof(uintptr_t), \
-			      .fp = *(const uintptr_t *)__builtin_frame_address(0)})
 
 /* async-signal-safe. The sampled allocation p of size bytes, weighing weight bytes
  * (alloc_sample.h): unwound once, recorded as an allocation sample and tracked in the
@@ -71,7 +60,7 @@ static __attribute__((noinline)) void sampled(void *p, uint64_t size, uint64_t w
 		if (p) {                                                                           \
 			uint64_t w_ = alloc_sample_bytes(size);                                    \
 			if (__builtin_expect(w_ != 0, 0)) {                                        \
-				struct unwind_regs r_ = CALLER_REGS();                             \
+				struct unwind_regs r_ = HOOK_CALLER_REGS();                        \
 				sampled(p, size, w_, &r_);                                         \
 			}                                                                          \
 		}                                                                                  \
@@ -188,73 +177,34 @@ static struct got_patch_entry table[] = {
     {"free", (void *)hook_free, (void **)&orig.free},
 };
 #define TABLE_N (sizeof(table) / sizeof(table[0]))
-/* The entries applied: TABLE_N with the live heap, all but free without. Set once at
- * start-up, before the first apply. */
-static size_t table_n = TABLE_N;
 
-/* Relaxed: written at start-up (installed) and by the application's dlopen/dlclose
- * (notified, a hint the host thread's service reads). */
-/* Read by every fork child's handler: on the page it touches anyway. */
-FORK_CHILD_DATA static _Atomic bool installed;
-static _Atomic bool notified;
-/* The host thread's: rescans left in the window after a dlopen (the module appears when
- * the loader is done, which the notify does not wait for). */
-static unsigned rescans_left;
-/* The host thread's: the profiler's own loads (libdw, libcurl, zlib: dl_guard_dlopen)
- * already patched. Its threads' allocations from them are its share ("[profiler]"),
- * seen from the host's next pass after the load. */
-static uint64_t own_loads_seen;
-
-/* After a dlopen or dlclose: rescans every RESCAN_POLL_NS, RESCAN_POLLS times; and every
- * RESCAN_PERIOD_NS anyway (libraries libc loads itself: NSS modules, iconv). */
-#define RESCAN_POLL_NS (2ULL * 1000 * 1000)
-#define RESCAN_POLLS 50
-#define RESCAN_PERIOD_NS (5ULL * 1000 * 1000 * 1000)
+/* Read by every fork child's handler (installed): on the page it touches anyway. */
+FORK_CHILD_DATA static struct hook_set set = HOOK_SET_INIT(table, TABLE_N);
 
 int alloc_hooks_install(bool allocations)
 {
 	atomic_store_explicit(&record_allocations, allocations, memory_order_relaxed);
-	table_n = live_heap_on() ? TABLE_N : TABLE_N - 1;
-	int rc = got_patch_apply(table, table_n);
-	if (rc == -EAGAIN)
-		rc = 0; /* what was being loaded is patched by the service's next rescan */
-	if (rc == 0)
-		atomic_store_explicit(&installed, true, memory_order_relaxed);
-	return rc;
+	return hook_set_install(&set, live_heap_on() ? TABLE_N : TABLE_N - 1);
 }
 
 FORK_CHILD_PATH bool alloc_hooks_installed(void)
 {
-	return atomic_load_explicit(&installed, memory_order_relaxed);
+	return hook_set_installed(&set);
 }
 
 void alloc_hooks_notify(void)
 {
-	if (atomic_load_explicit(&installed, memory_order_relaxed))
-		atomic_store_explicit(&notified, true, memory_order_relaxed);
+	hook_set_notify(&set);
 }
 
 bool alloc_hooks_rescan_wanted(void)
 {
-	return atomic_load_explicit(&notified, memory_order_relaxed) ||
-	       (atomic_load_explicit(&installed, memory_order_relaxed) &&
-		dl_guard_loads() != own_loads_seen);
+	return hook_set_rescan_wanted(&set);
 }
 
 uint64_t alloc_hooks_service(uint64_t now_ns)
 {
-	if (!atomic_load_explicit(&installed, memory_order_relaxed))
-		return UINT64_MAX;
-	if (atomic_exchange_explicit(&notified, false, memory_order_relaxed))
-		rescans_left = RESCAN_POLLS;
-	/* dl_guard_dlopen returned: those modules are complete. */
-	own_loads_seen = dl_guard_loads();
-	got_patch_apply(table, table_n); /* returns at once when nothing changed */
-	if (rescans_left > 0) {
-		rescans_left--;
-		return now_ns + RESCAN_POLL_NS;
-	}
-	return now_ns + RESCAN_PERIOD_NS;
+	return hook_set_service(&set, now_ns);
 }
 
 uint64_t alloc_hooks_samples(void)

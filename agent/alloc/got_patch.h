@@ -72,9 +72,9 @@
 
 /* Names one table may hold: the allocation functions and some room. */
 #define GOT_PATCH_MAX_SYMBOLS 32
-/* Tables applied at once, each with records of its own: the allocation hooks' and the
- * lock hooks' (agent/lock/lock_hooks.h). */
-#define GOT_PATCH_MAX_TABLES 2
+/* Tables applied at once, each with records of its own: the allocation hooks', the
+ * lock hooks' (agent/lock/lock_hooks.h) and the wall hooks' (agent/wall/wall_hooks.h). */
+#define GOT_PATCH_MAX_TABLES 3
 
 /* One function to redirect. The caller owns the table; it must stay valid and
  * unchanged from got_patch_apply until got_patch_restore has returned. */

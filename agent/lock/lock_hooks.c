@@ -18,12 +18,12 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "agent/alloc/got_patch.h"
+#include "agent/alloc/hook_set.h"
 #include "agent/lock/lock_sample.h"
+#include "agent/wall/wall_hooks.h"
 #include "agent/sample/sampler.h"
 #include "agent/unwind/unwind.h"
 #include "common/clock.h"
-#include "common/dl_guard.h"
 #include "common/fork_child.h"
 #include "common/own_thread.h"
 
@@ -50,13 +50,9 @@ static struct {
 
 /* Relaxed: counters for diagnostics, ordering nothing. */
 static _Atomic uint64_t contended, samples_recorded, cond_measured;
-
-/* The registers of the hook's caller at its call (see alloc_hooks.c). Only inside the
- * hook itself. */
-#define CALLER_REGS()                                                                              \
-	((struct unwind_regs){.pc = (uintptr_t)__builtin_return_address(0) - 1,                    \
-			      .sp = (uintptr_t)__builtin_frame_address(0) + 2 * sizeof(uintptr_t), \
-			      .fp = *(const uintptr_t *)__builtin_frame_address(0)})
+/* Lock waits recorded (the lock profile), or only the waits the wall profile counts.
+ * Relaxed: set at start-up before any hook runs. */
+static _Atomic bool record_lock_waits;
 
 /* async-signal-safe */
 static inline uint64_t now_ns(void)
@@ -78,15 +74,16 @@ static __attribute__((noinline)) void sampled(const struct lock_sample_weights *
 }
 
 /* async-signal-safe. Counts a wait of wait_ns that ended in an acquisition, and records
- * it when sampled; the profiler's own threads count nothing. A macro: CALLER_REGS must
+ * it when sampled; the profiler's own threads count nothing. A macro: HOOK_CALLER_REGS must
  * be read in the hook's own frame. */
 #define ACCOUNT(wait_ns)                                                                           \
 	do {                                                                                       \
-		if (!own_thread_is_self()) {                                                       \
+		if (atomic_load_explicit(&record_lock_waits, memory_order_relaxed) &&              \
+		    !own_thread_is_self()) {                                                       \
 			struct lock_sample_weights w_;                                             \
 			atomic_fetch_add_explicit(&contended, 1, memory_order_relaxed);            \
 			if (__builtin_expect(lock_sample_wait((wait_ns), &w_), 0)) {               \
-				struct unwind_regs r_ = CALLER_REGS();                             \
+				struct unwind_regs r_ = HOOK_CALLER_REGS();                        \
 				sampled(&w_, &r_);                                                 \
 			}                                                                          \
 		}                                                                                  \
@@ -96,7 +93,7 @@ static __attribute__((noinline)) void sampled(const struct lock_sample_weights *
  * blocking call (lock_hooks.h says what is returned). EOWNERDEAD from the try: the
  * lock is the caller's (a robust mutex whose owner died), returned as the blocking call
  * would have. Another error: the blocking call decides, untimed. */
-#define LOCK_HOOK(try_call, blocking_call)                                                         \
+#define LOCK_HOOK(try_call, blocking_call, state)                                                  \
 	do {                                                                                       \
 		int rc_ = (try_call);                                                              \
 		if (__builtin_expect(rc_ == 0, 1))                                                 \
@@ -104,70 +101,75 @@ static __attribute__((noinline)) void sampled(const struct lock_sample_weights *
 		if (rc_ != EBUSY)                                                                  \
 			return rc_ == EOWNERDEAD ? rc_ : (blocking_call);                          \
 		uint64_t t0_ = now_ns();                                                           \
+		struct wall_account *wa_ = wall_clock_wait_begin(t0_);                             \
 		rc_ = (blocking_call);                                                             \
+		uint64_t t1_ = now_ns();                                                           \
 		if (rc_ == 0 || rc_ == EOWNERDEAD)                                                 \
-			ACCOUNT(now_ns() - t0_);                                                   \
+			ACCOUNT(t1_ - t0_);                                                        \
+		WALL_WAIT_END(wa_, t0_, t1_, (state));                                             \
 		return rc_;                                                                        \
 	} while (0)
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_mutex_lock(pthread_mutex_t *m)
 {
-	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_lock(m));
+	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_lock(m), WALL_MUTEX_LOCK);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_mutex_timedlock(pthread_mutex_t *m,
 							  const struct timespec *t)
 {
-	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_timedlock(m, t));
+	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_timedlock(m, t), WALL_MUTEX_LOCK);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_mutex_clocklock(pthread_mutex_t *m, clockid_t clk,
 							  const struct timespec *t)
 {
-	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_clocklock(m, clk, t));
+	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_clocklock(m, clk, t), WALL_MUTEX_LOCK);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_rdlock(pthread_rwlock_t *l)
 {
-	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_rdlock(l));
+	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_rdlock(l), WALL_RWLOCK_RDLOCK);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_wrlock(pthread_rwlock_t *l)
 {
-	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_wrlock(l));
+	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_wrlock(l), WALL_RWLOCK_WRLOCK);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_timedrdlock(pthread_rwlock_t *l,
 							     const struct timespec *t)
 {
-	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_timedrdlock(l, t));
+	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_timedrdlock(l, t), WALL_RWLOCK_RDLOCK);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_timedwrlock(pthread_rwlock_t *l,
 							     const struct timespec *t)
 {
-	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_timedwrlock(l, t));
+	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_timedwrlock(l, t), WALL_RWLOCK_WRLOCK);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t clk,
 							     const struct timespec *t)
 {
-	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_clockrdlock(l, clk, t));
+	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_clockrdlock(l, clk, t),
+		  WALL_RWLOCK_RDLOCK);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t clk,
 							     const struct timespec *t)
 {
-	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_clockwrlock(l, clk, t));
+	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_clockwrlock(l, clk, t),
+		  WALL_RWLOCK_WRLOCK);
 }
 
 /* ---------------------------------------------------------------- condition variables */
@@ -236,40 +238,43 @@ static uint64_t reacquired(const pthread_cond_t *c, uint64_t t0, uint64_t t1)
 
 /* async-signal-safe. The body of the condition waits: the wait untouched, the
  * reacquisition after a stamped wake-up counted. A timeout counts nothing. */
-#define COND_HOOK(c, wait_call)                                                                    \
+#define COND_HOOK(c, wait_call, state)                                                             \
 	do {                                                                                       \
 		uint64_t t0_ = now_ns();                                                           \
 		wait_begins((c), t0_);                                                             \
+		struct wall_account *wa_ = wall_clock_wait_begin(t0_);                             \
 		int rc_ = (wait_call);                                                             \
+		uint64_t t1_ = now_ns();                                                           \
 		if (rc_ == 0 || rc_ == EOWNERDEAD) {                                               \
-			uint64_t d_ = reacquired((c), t0_, now_ns());                              \
+			uint64_t d_ = reacquired((c), t0_, t1_);                                   \
 			if (d_) {                                                                  \
 				atomic_fetch_add_explicit(&cond_measured, 1,                       \
 							  memory_order_relaxed);                   \
 				ACCOUNT(d_);                                                       \
 			}                                                                          \
 		}                                                                                  \
+		WALL_WAIT_END(wa_, t0_, t1_, (state));                                             \
 		return rc_;                                                                        \
 	} while (0)
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
-	COND_HOOK(c, orig.cond_wait(c, m));
+	COND_HOOK(c, orig.cond_wait(c, m), WALL_COND_WAIT);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 							 const struct timespec *t)
 {
-	COND_HOOK(c, orig.cond_timedwait(c, m, t));
+	COND_HOOK(c, orig.cond_timedwait(c, m, t), WALL_COND_TIMEDWAIT);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
 							 clockid_t clk, const struct timespec *t)
 {
-	COND_HOOK(c, orig.cond_clockwait(c, m, clk, t));
+	COND_HOOK(c, orig.cond_clockwait(c, m, clk, t), WALL_COND_TIMEDWAIT);
 }
 
 /* async-signal-safe. Stamped before the wake-up: the waiter it wakes reads it. */
@@ -311,63 +316,33 @@ static struct got_patch_entry table[] = {
 };
 #define TABLE_N (sizeof(table) / sizeof(table[0]))
 
-/* Relaxed: written at start-up (installed) and by the application's dlopen/dlclose
- * (notified, a hint the host thread's service reads). */
-/* Read by every fork child's handler: on the page it touches anyway. */
-FORK_CHILD_DATA static _Atomic bool installed;
-static _Atomic bool notified;
-/* The host thread's (as in alloc_hooks.c): rescans left after a dlopen, and the
- * profiler's own loads already patched. */
-static unsigned rescans_left;
-static uint64_t own_loads_seen;
+/* Read by every fork child's handler (installed): on the page it touches anyway. */
+FORK_CHILD_DATA static struct hook_set set = HOOK_SET_INIT(table, TABLE_N);
 
-/* As in alloc_hooks.c: after a dlopen or dlclose, a rescan every RESCAN_POLL_NS,
- * RESCAN_POLLS times; and every RESCAN_PERIOD_NS anyway (libraries libc loads). */
-#define RESCAN_POLL_NS (2ULL * 1000 * 1000)
-#define RESCAN_POLLS 50
-#define RESCAN_PERIOD_NS (5ULL * 1000 * 1000 * 1000)
-
-int lock_hooks_install(void)
+int lock_hooks_install(bool record_locks)
 {
-	int rc = got_patch_apply(table, TABLE_N);
-	if (rc == -EAGAIN)
-		rc = 0; /* what was being loaded is patched by the service's next rescan */
-	if (rc == 0)
-		atomic_store_explicit(&installed, true, memory_order_relaxed);
-	return rc;
+	atomic_store_explicit(&record_lock_waits, record_locks, memory_order_relaxed);
+	return hook_set_install(&set, TABLE_N);
 }
 
 FORK_CHILD_PATH bool lock_hooks_installed(void)
 {
-	return atomic_load_explicit(&installed, memory_order_relaxed);
+	return hook_set_installed(&set);
 }
 
 void lock_hooks_notify(void)
 {
-	if (atomic_load_explicit(&installed, memory_order_relaxed))
-		atomic_store_explicit(&notified, true, memory_order_relaxed);
+	hook_set_notify(&set);
 }
 
 bool lock_hooks_rescan_wanted(void)
 {
-	return atomic_load_explicit(&notified, memory_order_relaxed) ||
-	       (atomic_load_explicit(&installed, memory_order_relaxed) &&
-		dl_guard_loads() != own_loads_seen);
+	return hook_set_rescan_wanted(&set);
 }
 
 uint64_t lock_hooks_service(uint64_t now)
 {
-	if (!atomic_load_explicit(&installed, memory_order_relaxed))
-		return UINT64_MAX;
-	if (atomic_exchange_explicit(&notified, false, memory_order_relaxed))
-		rescans_left = RESCAN_POLLS;
-	own_loads_seen = dl_guard_loads();
-	got_patch_apply(table, TABLE_N); /* returns at once when nothing changed */
-	if (rescans_left > 0) {
-		rescans_left--;
-		return now + RESCAN_POLL_NS;
-	}
-	return now + RESCAN_PERIOD_NS;
+	return hook_set_service(&set, now);
 }
 
 void lock_hooks_get_stats(struct lock_hooks_stats *out)

@@ -54,8 +54,10 @@
 #include <stdint.h>
 
 /* Start-up, after sampling is enabled: points every loaded module's slots for the lock
- * entry points at the hooks. 0 or a negative errno (nothing is hooked). */
-int lock_hooks_install(void);
+ * entry points at the hooks. record_locks: the lock profile records contended waits;
+ * without it the hooks serve only the wall profile (agent/wall/wall_clock.h: mutex and
+ * condition waits). 0 or a negative errno (nothing is hooked). */
+int lock_hooks_install(bool record_locks);
 bool lock_hooks_installed(void);
 
 /* The application called dlopen (before the load) or dlclose (after): the host's

@@ -28,6 +28,7 @@
 #include "agent/sample/sandbox.h"
 #include "agent/unwind/stack_bounds.h"
 #include "agent/unwind/stack_ranges.h"
+#include "agent/wall/wall_clock.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/own_thread.h"
@@ -162,6 +163,24 @@ static uint64_t thread_cpu_ns(void)
 	return timespec_ns(&t);
 }
 
+/* async-signal-safe. The wall profile: the thread's wall time since its last charge,
+ * waits excluded, goes to the stack just sampled (agent/wall/wall_clock.h). */
+static void charge_running(struct thread_state *ts, uintptr_t *pcs, uint32_t n)
+{
+	uint64_t run = wall_clock_running(clock_now_ns(CLOCK_MONOTONIC));
+	if (run == 0)
+		return;
+	/* The tag may replace the last pc of a full stack, which the thread's end
+	 * account still needs (last_n). */
+	uint32_t last = n < UNWIND_MAX_DEPTH ? n : UNWIND_MAX_DEPTH - 1;
+	uintptr_t kept = pcs[last];
+	uint32_t m = wall_clock_tag(pcs, n, WALL_RUNNING);
+	const uint64_t v[PROFILE_VALUES_MAX] = {1, run};
+	profiles_add(sampler_profiles, PROFILE_WALL, handler_tid(ts), pcs, m, v);
+	pcs[last] = kept;
+	wall_clock_count_sample(false);
+}
+
 /* async-signal-safe */
 static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 {
@@ -228,6 +247,8 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	ts->sampled = true;
 	ts->recorded_ns += weight;
 	ts->last_n = n;
+	if (wall_clock_on())
+		charge_running(ts, pcs, n);
 	errno = saved_errno;
 }
 
@@ -482,6 +503,17 @@ void sampler_caller_record(const struct sampler_caller *c, enum profile_kind kin
 			   const uint64_t *values)
 {
 	profiles_add(sampler_profiles, kind, c->tid, c->pcs, c->n, values);
+}
+
+/* async-signal-safe */
+void sampler_caller_record_tagged(const struct sampler_caller *c, enum profile_kind kind,
+				  const uint64_t *values, uintptr_t tag)
+{
+	/* c's stack is this thread's buffer (sampler_caller_begin), until its end. */
+	uintptr_t *pcs = tls_caller.pcs;
+	uint32_t n = c->n < UNWIND_MAX_DEPTH ? c->n : UNWIND_MAX_DEPTH - 1;
+	pcs[n] = tag;
+	profiles_add(sampler_profiles, kind, c->tid, pcs, n + 1, values);
 }
 
 /* async-signal-safe */

@@ -114,6 +114,10 @@ bool sampler_caller_begin(const struct unwind_regs *caller, struct sampler_calle
  * in the active profile. */
 void sampler_caller_record(const struct sampler_caller *c, enum profile_kind kind,
 			   const uint64_t *values);
+/* async-signal-safe. The same with tag (a synthetic pc: agent/unwind/unwind.h) appended
+ * as the stack's outermost pc (over its last one when the stack is full). */
+void sampler_caller_record_tagged(const struct sampler_caller *c, enum profile_kind kind,
+				  const uint64_t *values, uintptr_t tag);
 void sampler_caller_end(const struct sampler_caller *c);
 
 /* Whether the calling thread is one of the profiler's own (own_thread_create started it:

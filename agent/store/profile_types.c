@@ -27,4 +27,10 @@ const struct profile_type profile_types[PROFILE_KINDS] = {
 		      .nvalues = 2,
 		      .values = {{"lock-count", "count"}, {"lock-time", "nanoseconds"}},
 		      .period = {"lock-time", "nanoseconds"}},
+    /* The names Datadog's profilers use for wall time. A sample's stack ends in its
+     * state's synthetic pc (agent/wall/wall_clock.h), the "state" label. */
+    [PROFILE_WALL] = {.name = "wall",
+		      .nvalues = 2,
+		      .values = {{"wall-samples", "count"}, {"wall-time", "nanoseconds"}},
+		      .period = {"wall-time", "nanoseconds"}},
 };

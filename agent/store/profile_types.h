@@ -22,6 +22,7 @@ enum profile_kind {
 	PROFILE_ALLOC, /* allocations, sampled by bytes (agent/alloc/alloc_sample.h) */
 	PROFILE_HEAP,  /* sampled allocations still alive at the swap (agent/alloc/) */
 	PROFILE_LOCK,  /* contended lock acquisitions, sampled by wait (agent/lock/) */
+	PROFILE_WALL,  /* every thread's wall time, running or waiting (agent/wall/) */
 	PROFILE_KINDS
 };
 

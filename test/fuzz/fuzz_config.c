@@ -75,6 +75,8 @@ static const char *const names[] = {
     "DD_PROFILING_HEAP_TABLE_SIZE",
     "DD_PROFILING_LOCK_ENABLED",
     "DD_PROFILING_LOCK_INTERVAL",
+    "DD_PROFILING_WALL_ENABLED",
+    "DD_PROFILING_WALL_INTERVAL",
 };
 #define NVARS (sizeof(names) / sizeof(names[0]))
 /* Read with load_secret: never quoted in a line. */

@@ -392,6 +392,30 @@ START_TEST(test_lock_profile_switch_and_interval)
 }
 END_TEST
 
+/* DD_PROFILING_WALL_ENABLED is off by default; DD_PROFILING_WALL_INTERVAL is seconds
+ * with decimals, 10 ms by default, 100 us to 60 s; a bad one warns and keeps the
+ * default. */
+START_TEST(test_wall_profile_switch_and_interval)
+{
+	struct config cfg;
+	load_one_good(&cfg, "DD_PROFILING_WALL_ENABLED", "false");
+	ck_assert(!cfg.wall_enabled);
+	ck_assert_uint_eq(cfg.wall_interval_ns, 10000000);
+	load_one_good(&cfg, "DD_PROFILING_WALL_ENABLED", "true");
+	ck_assert(cfg.wall_enabled);
+	load_one_good(&cfg, "DD_PROFILING_WALL_INTERVAL", "0.001");
+	ck_assert_uint_eq(cfg.wall_interval_ns, 1000000);
+	load_one_good(&cfg, "DD_PROFILING_WALL_INTERVAL", "0.0001");
+	ck_assert_uint_eq(cfg.wall_interval_ns, 100000);
+	static const char *const bad[] = {"0", "0.00005", "61", "-1", "10ms"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		load_one_bad(&cfg, "DD_PROFILING_WALL_INTERVAL", bad[i]);
+		ck_assert_msg(cfg.wall_interval_ns == 10000000, "\"%s\": %llu", bad[i],
+			      (unsigned long long)cfg.wall_interval_ns);
+	}
+}
+END_TEST
+
 START_TEST(test_signal_accepts_sigprof_and_realtime_signals)
 {
 	const struct {
@@ -747,6 +771,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_control_characters_in_a_bad_value_keep_the_warning_on_one_line);
 	tcase_add_test(tc, test_each_bad_variable_adds_one_warning);
 	tcase_add_test(tc, test_lock_profile_switch_and_interval);
+	tcase_add_test(tc, test_wall_profile_switch_and_interval);
 	tcase_add_test(tc, test_secure_execution_reads_nothing_prints_nothing_and_stays_off);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1,0 +1,169 @@
+/*
+ * wall_clock.c - the wall-clock profile's per-thread accounting (see wall_clock.h).
+ *
+ * This file is async-signal-safe (every function but wall_clock_configure, which runs
+ * at start-up): no lock, no allocation, no system call (the clock is the vDSO's).
+ */
+#include "agent/wall/wall_clock.h"
+
+#include <sys/random.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "common/clock.h"
+#include "common/fork_child.h"
+
+__thread struct wall_account wall_clock_tls __attribute__((tls_model("initial-exec")));
+
+/* Relaxed everywhere: set at start-up before any hook runs, then only read. */
+_Atomic bool wall_clock_enabled;
+static _Atomic uint64_t mean_interval = WALL_CLOCK_DEFAULT_INTERVAL_NS;
+static _Atomic uint64_t seed_base;
+static _Atomic uint64_t seed_counter;
+/* The process's generation of accounts: a thread whose account holds another one (zero
+ * TLS: a new thread; a fork child's threads: their parent's) resets it at its next
+ * use. Starts at 1 so that zero is never current. Relaxed: written by the fork child's
+ * handler while it is the only thread. */
+FORK_CHILD_DATA static _Atomic uint32_t account_gen = 1;
+static _Atomic uint64_t wait_samples, running_samples;
+
+/* Below 100 us a sample would be taken at nearly every wait; above a minute a thread
+ * would rarely have one. */
+#define INTERVAL_MIN_NS (100ULL * 1000)
+#define INTERVAL_MAX_NS (60ULL * 1000 * 1000 * 1000)
+
+const char *const wall_state_names[WALL_STATES] = {
+    [WALL_RUNNING] = "running",
+    [WALL_READ] = "read",
+    [WALL_READV] = "readv",
+    [WALL_RECV] = "recv",
+    [WALL_RECVFROM] = "recvfrom",
+    [WALL_RECVMSG] = "recvmsg",
+    [WALL_WRITE] = "write",
+    [WALL_WRITEV] = "writev",
+    [WALL_SEND] = "send",
+    [WALL_SENDTO] = "sendto",
+    [WALL_SENDMSG] = "sendmsg",
+    [WALL_ACCEPT] = "accept",
+    [WALL_ACCEPT4] = "accept4",
+    [WALL_CONNECT] = "connect",
+    [WALL_POLL] = "poll",
+    [WALL_PPOLL] = "ppoll",
+    [WALL_SELECT] = "select",
+    [WALL_PSELECT] = "pselect",
+    [WALL_EPOLL_WAIT] = "epoll_wait",
+    [WALL_EPOLL_PWAIT] = "epoll_pwait",
+    [WALL_NANOSLEEP] = "nanosleep",
+    [WALL_CLOCK_NANOSLEEP] = "clock_nanosleep",
+    [WALL_USLEEP] = "usleep",
+    [WALL_SLEEP] = "sleep",
+    [WALL_WAITPID] = "waitpid",
+    [WALL_WAIT] = "wait",
+    [WALL_SEM_WAIT] = "sem_wait",
+    [WALL_SEM_TIMEDWAIT] = "sem_timedwait",
+    [WALL_SEM_CLOCKWAIT] = "sem_clockwait",
+    [WALL_PTHREAD_JOIN] = "pthread_join",
+    [WALL_MUTEX_LOCK] = "pthread_mutex_lock",
+    [WALL_RWLOCK_RDLOCK] = "pthread_rwlock_rdlock",
+    [WALL_RWLOCK_WRLOCK] = "pthread_rwlock_wrlock",
+    [WALL_COND_WAIT] = "pthread_cond_wait",
+    [WALL_COND_TIMEDWAIT] = "pthread_cond_timedwait",
+};
+
+void wall_clock_configure(bool on, uint64_t interval_ns)
+{
+	if (interval_ns < INTERVAL_MIN_NS || interval_ns > INTERVAL_MAX_NS)
+		interval_ns = WALL_CLOCK_DEFAULT_INTERVAL_NS;
+	atomic_store_explicit(&mean_interval, interval_ns, memory_order_relaxed);
+	uint64_t seed = 0;
+	/* Start-up, normal context: the threads' seeds derive from it without a system
+	 * call of their own. */
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = __rdtsc();
+	atomic_store_explicit(&seed_base, seed, memory_order_relaxed);
+	atomic_store_explicit(&wall_clock_enabled, on, memory_order_relaxed);
+}
+
+uint64_t wall_clock_interval(void)
+{
+	return atomic_load_explicit(&mean_interval, memory_order_relaxed);
+}
+
+/* async-signal-safe */
+struct wall_account *wall_clock_account(uint64_t now_ns)
+{
+	struct wall_account *a = &wall_clock_tls;
+	uint32_t g = atomic_load_explicit(&account_gen, memory_order_relaxed);
+	if (__builtin_expect(a->gen != g, 0)) {
+		uint64_t n = atomic_fetch_add_explicit(&seed_counter, 1, memory_order_relaxed);
+		a->busy = 0;
+		a->run_mark = now_ns;
+		a->waited = 0;
+		a->pending = 0;
+		alloc_sample_seed(&a->draw, atomic_load_explicit(&seed_base, memory_order_relaxed) ^
+						(n * 0x9E3779B97F4A7C15ULL) ^ __rdtsc() ^
+						(uint64_t)(uintptr_t)a);
+		a->draw.until = alloc_sample_draw(
+		    &a->draw, atomic_load_explicit(&mean_interval, memory_order_relaxed));
+		/* The sampling handler may land between these stores and read the account:
+		 * the generation last, so that it resets again rather than reads half. */
+		atomic_signal_fence(memory_order_release);
+		a->gen = g;
+	}
+	return a;
+}
+
+void wall_clock_thread_begin(void)
+{
+	if (wall_clock_on())
+		wall_clock_account(clock_now_ns(CLOCK_MONOTONIC));
+}
+
+/* async-signal-safe */
+uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t t1)
+{
+	uint64_t d = t1 > t0 ? t1 - t0 : 0;
+	a->waited += d;
+	a->pending += d;
+	a->draw.until -= d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
+	if (a->draw.until > 0)
+		return 0;
+	uint64_t mean = atomic_load_explicit(&mean_interval, memory_order_relaxed);
+	/* The next point: past this wait, however many points it held (its time is
+	 * charged once, in full). */
+	a->draw.until = alloc_sample_draw(&a->draw, mean);
+	uint64_t charge = a->pending;
+	a->pending = 0;
+	return charge;
+}
+
+/* async-signal-safe */
+uint64_t wall_clock_running(uint64_t now_ns)
+{
+	struct wall_account *a = wall_clock_account(now_ns);
+	if (a->busy)
+		return 0; /* a hook's wait or charge: its time is the hook's */
+	uint64_t elapsed = now_ns > a->run_mark ? now_ns - a->run_mark : 0;
+	uint64_t run = elapsed > a->waited ? elapsed - a->waited : 0;
+	a->run_mark = now_ns;
+	a->waited = 0;
+	return run;
+}
+
+FORK_CHILD_PATH void wall_clock_after_fork_child(void)
+{
+	atomic_store_explicit(&account_gen,
+			      atomic_load_explicit(&account_gen, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+void wall_clock_count_sample(bool wait)
+{
+	atomic_fetch_add_explicit(wait ? &wait_samples : &running_samples, 1, memory_order_relaxed);
+}
+
+void wall_clock_get_stats(struct wall_clock_stats *out)
+{
+	out->wait_samples = atomic_load_explicit(&wait_samples, memory_order_relaxed);
+	out->running_samples = atomic_load_explicit(&running_samples, memory_order_relaxed);
+}

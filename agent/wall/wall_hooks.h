@@ -1,0 +1,63 @@
+/*
+ * wall_hooks.h - the functions the application's blocking calls reach while wall-clock
+ * profiling is on.
+ *
+ * Owns: one hook per blocking libc entry point the wall profile times (read, readv,
+ * recv, recvfrom, recvmsg, write, writev, send, sendto, sendmsg, accept, accept4,
+ * connect, poll, ppoll, select, pselect, epoll_wait, epoll_pwait, nanosleep,
+ * clock_nanosleep, usleep, sleep, waitpid, wait, sem_wait, sem_timedwait,
+ * sem_clockwait, pthread_join), the process's originals they call, and the recording of
+ * a wall sample at a hook's caller (for these hooks and the lock hooks', which time
+ * mutex and condition waits: agent/lock/lock_hooks.h). Like the other hooks they are
+ * reached through the modules' GOT slots (agent/alloc/hook_set.h), never through
+ * exported symbols: with the wall profile off no call passes through us. A hook calls
+ * the original with the application's arguments and returns what it returned, errno
+ * included; around it, two vDSO clock reads and the thread's account
+ * (agent/wall/wall_clock.h). Calls libc makes internally (stdio's read, getaddrinfo's
+ * poll) reach no hook: their time counts as running, charged at the thread's next CPU
+ * sample.
+ * Context: the hooks are async-signal-safe in what they add (no lock of ours, no
+ * allocation, no system call): they run wherever the application blocks. Install,
+ * notify and the service run in normal context.
+ */
+#ifndef DDPROF_AGENT_WALL_WALL_HOOKS_H
+#define DDPROF_AGENT_WALL_WALL_HOOKS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/alloc/hook_set.h"
+#include "agent/unwind/unwind.h"
+#include "agent/wall/wall_clock.h"
+
+/* Start-up, after sampling is enabled. 0 or a negative errno (nothing is hooked). */
+int wall_hooks_install(void);
+bool wall_hooks_installed(void);
+void wall_hooks_notify(void);
+bool wall_hooks_rescan_wanted(void);
+uint64_t wall_hooks_service(uint64_t now_ns);
+
+/* async-signal-safe. Records a wall sample of charge_ns in state at the stack of a
+ * hook's caller (caller: HOOK_CALLER_REGS in the hook). */
+void wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct unwind_regs *caller);
+
+/* async-signal-safe. Ends the wait a hook began with wall_clock_wait_begin (a: its
+ * result, NULL: nothing to do) at t1, recording a sample when one is due. A macro:
+ * HOOK_CALLER_REGS must be read in the hook's own frame. */
+#define WALL_WAIT_END(a, t0, t1, state)                                                            \
+	do {                                                                                       \
+		struct wall_account *a_ = (a);                                                     \
+		if (a_) {                                                                          \
+			uint64_t c_ = wall_clock_waited(a_, (t0), (t1));                           \
+			if (__builtin_expect(c_ != 0, 0)) {                                        \
+				struct unwind_regs r_ = HOOK_CALLER_REGS();                        \
+				wall_hooks_record(c_, (state), &r_);                               \
+			}                                                                          \
+			/* Pairs with the sampling handler's read of busy, on this thread. */      \
+			atomic_signal_fence(memory_order_seq_cst);                                 \
+			a_->busy = 0;                                                              \
+		}                                                                                  \
+	} while (0)
+
+#endif
