@@ -379,7 +379,7 @@ $(BUILD)/workloads/libcxx_caller.so: test/workloads/libcxx_caller.cc
 	@mkdir -p $(dir $@)
 	@echo "  CXX     $@"
 	@$(CXX) -shared -fPIC -O0 -g -std=c++17 -Wall -Werror $< -o $@
-$(BUILD)/test/test_got_patch $(ASAN_DIR)/test/test_got_patch: $(GOTFIX)
+$(BUILD)/test/test_got_patch $(ASAN_DIR)/test/test_got_patch $(BUILD)/test/test_got_patch_threads $(ASAN_DIR)/test/test_got_patch_threads: $(GOTFIX) test/unit/got_patch_fixture.h
 
 integration: all
 	@/usr/bin/python3 test/integration/run.py

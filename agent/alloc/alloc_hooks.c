@@ -179,12 +179,12 @@ static struct got_patch_entry table[] = {
 #define TABLE_N (sizeof(table) / sizeof(table[0]))
 
 /* Read by every fork child's handler (installed): on the page it touches anyway. */
-FORK_CHILD_DATA static struct hook_set set = HOOK_SET_INIT(table, TABLE_N);
+FORK_CHILD_DATA static struct hook_set set;
 
 int alloc_hooks_install(bool allocations)
 {
 	atomic_store_explicit(&record_allocations, allocations, memory_order_relaxed);
-	return hook_set_install(&set, live_heap_on() ? TABLE_N : TABLE_N - 1);
+	return hook_set_install(&set, table, live_heap_on() ? TABLE_N : TABLE_N - 1);
 }
 
 FORK_CHILD_PATH bool alloc_hooks_installed(void)

@@ -8,8 +8,9 @@
 
 #include "common/dl_guard.h"
 
-int hook_set_install(struct hook_set *h, size_t n)
+int hook_set_install(struct hook_set *h, struct got_patch_entry *table, size_t n)
 {
+	h->table = table;
 	h->n = n;
 	int rc = got_patch_apply(h->table, h->n);
 	if (rc == -EAGAIN)

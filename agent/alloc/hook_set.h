@@ -53,14 +53,10 @@ struct hook_set {
 	uint64_t own_loads_seen;
 };
 
-#define HOOK_SET_INIT(tbl, count)                                                                  \
-	{                                                                                          \
-		.table = (tbl), .n = (count)                                                       \
-	}
-
-/* Start-up: applies the first n entries of the table (n <= its size). 0, or the
- * negative errno of got_patch_apply (nothing is hooked). */
-int hook_set_install(struct hook_set *h, size_t n);
+/* Start-up: applies the first n entries of table (n <= its size) and keeps them applied
+ * from then on. 0, or the negative errno of got_patch_apply (nothing is hooked). h may
+ * be zero-initialized fork-child data (FORK_CHILD_DATA, common/fork_child.h). */
+int hook_set_install(struct hook_set *h, struct got_patch_entry *table, size_t n);
 
 static inline bool hook_set_installed(const struct hook_set *h)
 {

@@ -317,12 +317,12 @@ static struct got_patch_entry table[] = {
 #define TABLE_N (sizeof(table) / sizeof(table[0]))
 
 /* Read by every fork child's handler (installed): on the page it touches anyway. */
-FORK_CHILD_DATA static struct hook_set set = HOOK_SET_INIT(table, TABLE_N);
+FORK_CHILD_DATA static struct hook_set set;
 
 int lock_hooks_install(bool record_locks)
 {
 	atomic_store_explicit(&record_lock_waits, record_locks, memory_order_relaxed);
-	return hook_set_install(&set, TABLE_N);
+	return hook_set_install(&set, table, TABLE_N);
 }
 
 FORK_CHILD_PATH bool lock_hooks_installed(void)

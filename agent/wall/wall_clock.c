@@ -22,9 +22,10 @@ static _Atomic uint64_t seed_base;
 static _Atomic uint64_t seed_counter;
 /* The process's generation of accounts: a thread whose account holds another one (zero
  * TLS: a new thread; a fork child's threads: their parent's) resets it at its next
- * use. Starts at 1 so that zero is never current. Relaxed: written by the fork child's
- * handler while it is the only thread. */
-FORK_CHILD_DATA static _Atomic uint32_t account_gen = 1;
+ * use. Accounts hold it plus one, so that a zero account is never current (fork-child
+ * data is zero-initialized). Relaxed: written by the fork child's handler while it is
+ * the only thread. */
+FORK_CHILD_DATA static _Atomic uint32_t account_gen;
 static _Atomic uint64_t wait_samples, running_samples;
 
 /* Below 100 us a sample would be taken at nearly every wait; above a minute a thread
@@ -93,7 +94,7 @@ uint64_t wall_clock_interval(void)
 struct wall_account *wall_clock_account(uint64_t now_ns)
 {
 	struct wall_account *a = &wall_clock_tls;
-	uint32_t g = atomic_load_explicit(&account_gen, memory_order_relaxed);
+	uint32_t g = atomic_load_explicit(&account_gen, memory_order_relaxed) + 1;
 	if (__builtin_expect(a->gen != g, 0)) {
 		uint64_t n = atomic_fetch_add_explicit(&seed_counter, 1, memory_order_relaxed);
 		a->busy = 0;

@@ -236,11 +236,11 @@ static struct got_patch_entry table[] = {
 #define TABLE_N (sizeof(table) / sizeof(table[0]))
 
 /* Read by every fork child's handler (installed): on the page it touches anyway. */
-FORK_CHILD_DATA static struct hook_set set = HOOK_SET_INIT(table, TABLE_N);
+FORK_CHILD_DATA static struct hook_set set;
 
 int wall_hooks_install(void)
 {
-	return hook_set_install(&set, TABLE_N);
+	return hook_set_install(&set, table, TABLE_N);
 }
 
 FORK_CHILD_PATH bool wall_hooks_installed(void)
