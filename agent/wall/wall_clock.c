@@ -26,7 +26,19 @@ static _Atomic uint64_t seed_counter;
  * data is zero-initialized). Relaxed: written by the fork child's handler while it is
  * the only thread. */
 FORK_CHILD_DATA static _Atomic uint32_t account_gen;
-static _Atomic uint64_t wait_samples, running_samples;
+static _Atomic uint64_t wait_samples, running_samples, deferred_samples;
+
+/* The budget of wait samples: a token bucket refilled with WALL_CLOCK_BUDGET_THREADS
+ * threads' worth of samples per interval (each an unwind, several microseconds with cold
+ * caches), holding at most BUDGET_BURST_SLOTS slots' worth, so that waits that end
+ * together (threads woken at once) are sampled over a while, not only the first few.
+ * A wait whose sample is refused stays pending and goes to a later sample of its thread:
+ * a thread's waits are still charged in full, and a process whose 1000 threads wait
+ * costs about what one with a few costs. The word: the slot of the last refill (high 32
+ * bits) and the tokens left. */
+#define BUDGET_SLOT_NS (10ULL * 1000 * 1000)
+#define BUDGET_BURST_SLOTS 10
+static _Atomic uint64_t budget;
 
 /* Below 100 us a sample would be taken at nearly every wait; above a minute a thread
  * would rarely have one. */
@@ -82,6 +94,7 @@ void wall_clock_configure(bool on, uint64_t interval_ns)
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
 		seed = __rdtsc();
 	atomic_store_explicit(&seed_base, seed, memory_order_relaxed);
+	atomic_store_explicit(&budget, 0, memory_order_relaxed); /* full at the first take */
 	atomic_store_explicit(&wall_clock_enabled, on, memory_order_relaxed);
 }
 
@@ -120,6 +133,42 @@ void wall_clock_thread_begin(void)
 		wall_clock_account(clock_now_ns(CLOCK_MONOTONIC));
 }
 
+/* async-signal-safe, lock-free. Takes one wait sample from the budget at now_ns. */
+static bool budget_take(uint64_t now_ns)
+{
+	uint64_t mean = atomic_load_explicit(&mean_interval, memory_order_relaxed);
+	uint64_t per_slot = WALL_CLOCK_BUDGET_THREADS * BUDGET_SLOT_NS / mean;
+	if (per_slot == 0)
+		per_slot = 1;
+	uint64_t cap = per_slot * BUDGET_BURST_SLOTS;
+	uint32_t slot = (uint32_t)(now_ns / BUDGET_SLOT_NS);
+	uint64_t v = atomic_load_explicit(&budget, memory_order_relaxed), next;
+	do {
+		uint32_t last = (uint32_t)(v >> 32), at = slot;
+		uint64_t tokens = v & 0xffffffffULL;
+		/* Signed: a thread that read its clock before another's refill (preempted
+		 * in between) is in that slot, not 2^32 slots later. */
+		int32_t elapsed = (int32_t)(slot - last);
+		if (elapsed < 0) {
+			elapsed = 0;
+			at = last;
+		}
+		if (v == 0 || elapsed >= BUDGET_BURST_SLOTS)
+			tokens = cap; /* the first sample, or the bucket refilled */
+		else
+			tokens += (uint64_t)elapsed * per_slot;
+		if (tokens > cap)
+			tokens = cap;
+		if (tokens == 0)
+			return false;
+		next = (uint64_t)at << 32 | (tokens - 1);
+		/* Relaxed: a count, ordering nothing else. A failed CAS means another
+		 * thread took a sample: retry with what it left. */
+	} while (!atomic_compare_exchange_weak_explicit(&budget, &v, next, memory_order_relaxed,
+							memory_order_relaxed));
+	return true;
+}
+
 /* async-signal-safe */
 uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t t1)
 {
@@ -133,6 +182,10 @@ uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t t1)
 	/* The next point: past this wait, however many points it held (its time is
 	 * charged once, in full). */
 	a->draw.until = alloc_sample_draw(&a->draw, mean);
+	if (!budget_take(t1)) {
+		atomic_fetch_add_explicit(&deferred_samples, 1, memory_order_relaxed);
+		return 0; /* pending until a later point of this thread */
+	}
 	uint64_t charge = a->pending;
 	a->pending = 0;
 	return charge;
@@ -167,4 +220,5 @@ void wall_clock_get_stats(struct wall_clock_stats *out)
 {
 	out->wait_samples = atomic_load_explicit(&wait_samples, memory_order_relaxed);
 	out->running_samples = atomic_load_explicit(&running_samples, memory_order_relaxed);
+	out->deferred_samples = atomic_load_explicit(&deferred_samples, memory_order_relaxed);
 }

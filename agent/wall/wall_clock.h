@@ -20,7 +20,9 @@
  *    of the thread (the sampling signal, which fires only in threads that run) to the
  *    sampled stack, the wall time since the last such charge minus the waits since.
  * A thread that waits costs nothing while it waits, however many there are; a sample
- * costs an unwind, at most one per interval of waiting per thread.
+ * costs an unwind, at most one per interval of waiting per thread, and at most
+ * WALL_CLOCK_BUDGET_THREADS per interval in the process: past that, waits stay pending
+ * and are charged, in full, at a later sample of their thread.
  * Context: async-signal-safe (the hooks run wherever the application blocks, in threads
  * the agent did not create and in its signal handlers; the CPU charge in the sampling
  * handler) but wall_clock_configure (start-up).
@@ -38,6 +40,9 @@
 
 /* The default interval: a wall sample per 10 ms of waiting per thread. */
 #define WALL_CLOCK_DEFAULT_INTERVAL_NS (10ULL * 1000 * 1000)
+/* The process's wait samples per interval, at most: as many as this many threads that
+ * always wait would take (wall_clock.c: the budget). */
+#define WALL_CLOCK_BUDGET_THREADS 8
 
 /* What a thread did during the wall time of a sample: the call it waited in, or
  * WALL_RUNNING. The name is the sample's "state" label. */
@@ -167,8 +172,9 @@ void wall_clock_after_fork_child(void);
 
 /* Counters for diagnostics (relaxed). */
 struct wall_clock_stats {
-	uint64_t wait_samples;	  /* samples of waits recorded */
-	uint64_t running_samples; /* samples of running time recorded */
+	uint64_t wait_samples;	   /* samples of waits recorded */
+	uint64_t running_samples;  /* samples of running time recorded */
+	uint64_t deferred_samples; /* wait samples refused by the budget (left pending) */
 };
 void wall_clock_get_stats(struct wall_clock_stats *out);
 void wall_clock_count_sample(bool wait);

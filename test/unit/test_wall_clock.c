@@ -139,6 +139,58 @@ START_TEST(test_state_tags_are_synthetic_pcs_with_names)
 }
 END_TEST
 
+/* Threads whose waits all cross a sample point (200 threads waking together every
+ * 100 ms, as idle workers do): the process takes at most its budget, the refused
+ * waits stay pending, and each thread's waits are still charged in full later. */
+struct budget_thread {
+	uint64_t waited, charged, samples;
+};
+static pthread_barrier_t step;
+
+static void *budget_main(void *arg)
+{
+	struct budget_thread *b = arg;
+	struct wall_account *a = wall_clock_account(0);
+	for (uint64_t t = 0; t < 20000 * MS; t += 100 * MS) {
+		pthread_barrier_wait(&step); /* every thread's clock at t */
+		a->busy = 1;
+		uint64_t c = wall_clock_waited(a, t, t + 100 * MS);
+		a->busy = 0;
+		b->waited += 100 * MS;
+		b->charged += c;
+		b->samples += c != 0;
+	}
+	b->charged += a->pending; /* what a later sample would charge */
+	return NULL;
+}
+
+START_TEST(test_the_budget_bounds_the_samples_of_many_waiting_threads)
+{
+	wall_clock_configure(true, 10 * MS);
+	struct wall_clock_stats s0, s1;
+	wall_clock_get_stats(&s0);
+	static struct budget_thread b[200];
+	pthread_t t[200];
+	ck_assert_int_eq(pthread_barrier_init(&step, NULL, 200), 0);
+	for (int i = 0; i < 200; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, budget_main, &b[i]), 0);
+	uint64_t samples = 0;
+	for (int i = 0; i < 200; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_uint_eq(b[i].charged, b[i].waited);
+		samples += b[i].samples;
+	}
+	pthread_barrier_destroy(&step);
+	wall_clock_get_stats(&s1);
+	/* 20 s of (simulated) time: at most 8 threads' worth per 10 ms interval, plus
+	 * one burst of 10 slots: 16 080 samples of the 40 000 the waits asked for. */
+	uint64_t bound = WALL_CLOCK_BUDGET_THREADS * (20000 / 10 + 10);
+	ck_assert_msg(samples <= bound && samples >= bound * 9 / 10, "%llu samples, budget %llu",
+		      (unsigned long long)samples, (unsigned long long)bound);
+	ck_assert_uint_gt(s1.deferred_samples - s0.deferred_samples, 0);
+}
+END_TEST
+
 static Suite *wall_clock_suite(void)
 {
 	Suite *s = suite_create("wall_clock");
@@ -149,6 +201,7 @@ static Suite *wall_clock_suite(void)
 	tcase_add_test(tc, test_interval_out_of_range_takes_the_default);
 	tcase_add_test(tc, test_a_hook_inside_a_hook_is_not_measured_twice);
 	tcase_add_test(tc, test_state_tags_are_synthetic_pcs_with_names);
+	tcase_add_test(tc, test_the_budget_bounds_the_samples_of_many_waiting_threads);
 	suite_add_tcase(s, tc);
 	return s;
 }
