@@ -132,3 +132,57 @@ def test_wall_profiling_off_leaves_blocking_calls_alone(ctx):
         check([ty for ty, _u in p["sample_types"]] == ["cpu-samples", "cpu-time"],
               "off: sample types %r" % p["sample_types"])
     return "off: 0 hooks, CPU columns only"
+
+
+GUNICORN_WALL_APP = '''
+import os
+def application(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [str(os.getpid()).encode()]
+'''
+
+WAIT_STATES = ("select", "accept", "accept4", "poll", "epoll_wait", "pselect", "ppoll")
+
+
+def test_gunicorn_workers_show_their_waits_in_the_wall_profile(ctx):
+    """gunicorn (sync workers, 2 of them) under the wall profile, 40 sparse requests over
+    ~2 s, uploads every second: every worker that served has wall profiles under its
+    own pid, most of its wall-time waiting in select or accept (an idle sync worker's
+    loop), the call as leaf frame on a stack through the Python interpreter's eval loop;
+    the master's wall-time is mostly its arbiter's sleep (select); all requests
+    succeed."""
+    from itest import Gunicorn
+    out = os.path.join(ctx.dir, "out")
+    env = {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_WALL_ENABLED": "true",
+           "DD_PROFILING_UPLOAD_PERIOD": "1"}
+    with Gunicorn(ctx, GUNICORN_WALL_APP, ["-w", "2"], env) as g:
+        bodies, errors = g.hammer(2, 20, pause=0.1)
+        check(not errors, "%d of 40 requests failed: %s" % (len(errors), errors[:3]))
+        rc, stderr = g.stop()
+        master = g.master.pid
+    check(rc == 0, "gunicorn master exit %d: %s" % (rc, stderr[-1000:]))
+    check("libddprof" not in stderr, "agent messages: %s" % stderr[-1000:])
+    by_pid = {}
+    for f in profile_files(out):
+        by_pid.setdefault(int(re.search(r"libddprof_(\d+)_", f).group(1)), []).append(f)
+    workers = sorted({int(b) for b in bodies})
+    lines = []
+    for pid in [master] + workers:
+        check(pid in by_pid, "no profile for %d (master %d): %r" % (pid, master, sorted(by_pid)))
+        profs = dump(by_pid[pid], stacks=True)
+        by_state = wall_by(profs, lambda s: s["labels"].get("state"))
+        total = sum(by_state.values())
+        waiting = sum(v for k, v in by_state.items() if k in WAIT_STATES)
+        check(total > 0.5e9, "%d: only %d ns of wall-time: %r" % (pid, total, by_state))
+        check(waiting >= 0.5 * total, "%d: %.0f%% of its wall-time in %s: %r"
+              % (pid, 100.0 * waiting / total, "/".join(WAIT_STATES), by_state))
+        py = wall_by(profs, lambda s: (s["labels"].get("state") in WAIT_STATES and
+                                       s["frames"][0] in WAIT_STATES and
+                                       "_PyEval_EvalFrameDefault" in s["frames"]))
+        check(py.get(True, 0) >= 0.9 * waiting, "%d: waits not on Python stacks (the call "
+              "as leaf, the interpreter's eval loop below): %r" % (pid, py))
+        top = max((k for k in by_state if k in WAIT_STATES), key=lambda k: by_state[k])
+        lines.append("%s %d: %.1f s wall, %.0f%% waiting (mostly %s)" % (
+            "master" if pid == master else "worker", pid, total / 1e9,
+            100.0 * waiting / total, top))
+    return "; ".join(lines)
