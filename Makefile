@@ -216,10 +216,10 @@ unit: $(UNIT_BINS)
 # ThreadSanitizer build of the lock-free structures and their stress tests.
 TSAN_TESTS := test_bg_host test_live_table test_live_table_signals test_live_table_stress test_live_heap_stress test_trie test_profile_swap test_region test_region_stress test_modules test_thread_start \
 	test_app_signals \
-	test_threads test_lock_sample test_wall_clock
+	test_threads test_lock_sample test_wall_clock test_wall_threads
 TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_populate.c common/own_thread.c agent/store/region.c \
 	agent/store/trie.c agent/store/profiles.c agent/store/profile_types.c agent/alloc/live_table.c agent/alloc/live_heap.c \
-	agent/alloc/alloc_sample.c agent/lock/lock_sample.c agent/wall/wall_clock.c
+	agent/alloc/alloc_sample.c agent/lock/lock_sample.c agent/wall/wall_clock.c agent/wall/wall_threads.c
 # The module map's publication and grace period (plus what modules.c and
 # modules_service.c call).
 TSAN_MODULES := agent/unwind/modules.c agent/unwind/modules_service.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \

@@ -28,6 +28,7 @@
 #include "agent/lock/lock_sample.h"
 #include "agent/wall/wall_clock.h"
 #include "agent/wall/wall_hooks.h"
+#include "agent/wall/wall_threads.h"
 #include "agent/sample/app_signals.h"
 #include "agent/sample/fork_local.h"
 #include "agent/sample/threads.h"
@@ -231,7 +232,7 @@ static void start_wall(void)
 	if (!wall_wanted)
 		return;
 	wall_clock_configure(true, wall_interval_ns);
-	wall_clock_thread_begin();
+	wall_threads_begin();
 	int rc = wall_hooks_install();
 	if (rc < 0) {
 		wall_clock_configure(false, wall_interval_ns);
@@ -320,7 +321,7 @@ void agent_thread_begin(struct thread_start *s, struct thread_start *out)
 		/* Acquire pairs with the constructor's release: its set-up is visible. Not
 		 * yet running: the start-up scan will find this thread. */
 		threads_start_self(false, out->stack_size);
-		wall_clock_thread_begin();
+		wall_threads_begin();
 	}
 }
 
@@ -329,6 +330,9 @@ void agent_thread_end(const struct sampler_thread_root *root)
 	/* A thread that started before the constructor ran (another library's
 	 * constructor started it) ends here too: if the start-up scan armed its timer,
 	 * its CPU since its last sample is accounted like any thread's. */
+	/* Always (under a filter too): a registered account must leave the registry
+	 * before the thread's memory goes. */
+	wall_threads_end();
 	if (agent_running() && !sandbox_thread_active())
 		threads_exit_self(root);
 }
@@ -525,4 +529,7 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->wall_hooks_installed = wall_hooks_installed();
 	d->wall_wait_samples = ws.wait_samples;
 	d->wall_running_samples = ws.running_samples;
+	d->wall_deferred_samples = ws.deferred_samples;
+	d->wall_open_charged = wall_threads_open_charged();
+	d->wall_unregistered_threads = wall_threads_unregistered();
 }

@@ -190,6 +190,9 @@ struct agent_diagnostics {
 	uint64_t wall_hooks_installed;
 	uint64_t wall_wait_samples;
 	uint64_t wall_running_samples;
+	uint64_t wall_deferred_samples;
+	uint64_t wall_open_charged;
+	uint64_t wall_unregistered_threads;
 };
 /* Any thread but a signal handler; all zero while the agent does not run. */
 void agent_get_diagnostics(struct agent_diagnostics *out);

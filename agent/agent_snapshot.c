@@ -10,6 +10,10 @@
 #include "agent/alloc/live_heap.h"
 #include "agent/sample/sampler.h"
 #include "agent/sample/threads.h"
+#include "agent/unwind/unwind.h"
+#include "agent/wall/wall_clock.h"
+#include "agent/wall/wall_threads.h"
+#include "common/clock.h"
 
 /* Relaxed: set at start-up, read by the uploader thread afterwards. */
 static _Atomic uint32_t recorded_kinds = PROFILE_KIND_BIT(PROFILE_CPU);
@@ -30,6 +34,9 @@ bool agent_snapshot_take(struct profile_pair *pp, uint64_t now_ns, struct agent_
 	s->profile = p;
 	/* The live heap: what is alive now, however old (agent/alloc/live_heap.h). */
 	live_heap_add_to(p);
+	/* The waits in progress, up to now (agent/wall/wall_threads.h). */
+	if (wall_clock_on())
+		wall_threads_charge_open(p, clock_now_ns(CLOCK_MONOTONIC), unwind_dwarf);
 	s->start_ns = profiles_start_ns(p);
 	s->end_ns = now_ns;
 	s->period_ns = sampler_period_ns();

@@ -95,11 +95,16 @@ struct ddprof_diagnostics {
 	uint64_t lock_cond_waits;      /* condition waits whose mutex reacquisition was
 					* measured (from a stamped wake-up to the return) */
 	/* Wall-clock profile (DD_PROFILING_WALL_ENABLED). */
-	uint64_t wall_hooks_installed; /* 1 when the blocking calls' GOT slots were pointed
-					* at the profiler's hooks (0: wall profiling off) */
-	uint64_t wall_wait_samples;    /* wall samples of waits (charged by the hooks) */
-	uint64_t wall_running_samples; /* wall samples of running time (charged at CPU
-					* samples) */
+	uint64_t wall_hooks_installed;	    /* 1 when the blocking calls' GOT slots were pointed
+					     * at the profiler's hooks (0: wall profiling off) */
+	uint64_t wall_wait_samples;	    /* wall samples of waits (charged by the hooks) */
+	uint64_t wall_running_samples;	    /* wall samples of running time (charged at CPU
+					     * samples) */
+	uint64_t wall_deferred_samples;	    /* wait samples the process's budget refused (their
+					     * time charged later with the thread's next one) */
+	uint64_t wall_open_charged;	    /* waits in progress charged at a snapshot */
+	uint64_t wall_unregistered_threads; /* threads past the registry's room: their open
+					     * waits are charged at their returns only */
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

@@ -379,6 +379,9 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.wall_hooks_installed = ad.wall_hooks_installed;
 		d.wall_wait_samples = ad.wall_wait_samples;
 		d.wall_running_samples = ad.wall_running_samples;
+		d.wall_deferred_samples = ad.wall_deferred_samples;
+		d.wall_open_charged = ad.wall_open_charged;
+		d.wall_unregistered_threads = ad.wall_unregistered_threads;
 	}
 	memset(out, 0, size);
 	memcpy(out, &d, size < sizeof(d) ? size : sizeof(d));

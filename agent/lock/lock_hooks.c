@@ -101,12 +101,13 @@ static __attribute__((noinline)) void sampled(const struct lock_sample_weights *
 		if (rc_ != EBUSY)                                                                  \
 			return rc_ == EOWNERDEAD ? rc_ : (blocking_call);                          \
 		uint64_t t0_ = now_ns();                                                           \
-		struct wall_account *wa_ = wall_clock_wait_begin(t0_);                             \
+		struct wall_account *wa_ = WALL_WAIT_BEGIN(t0_, (state));                          \
 		rc_ = (blocking_call);                                                             \
+		uint64_t f_ = WALL_WAIT_CLOSE(wa_, t0_);                                           \
 		uint64_t t1_ = now_ns();                                                           \
 		if (rc_ == 0 || rc_ == EOWNERDEAD)                                                 \
 			ACCOUNT(t1_ - t0_);                                                        \
-		WALL_WAIT_END(wa_, t0_, t1_, (state));                                             \
+		WALL_WAIT_END(wa_, t0_, f_, t1_, (state));                                         \
 		return rc_;                                                                        \
 	} while (0)
 
@@ -242,8 +243,9 @@ static uint64_t reacquired(const pthread_cond_t *c, uint64_t t0, uint64_t t1)
 	do {                                                                                       \
 		uint64_t t0_ = now_ns();                                                           \
 		wait_begins((c), t0_);                                                             \
-		struct wall_account *wa_ = wall_clock_wait_begin(t0_);                             \
+		struct wall_account *wa_ = WALL_WAIT_BEGIN(t0_, (state));                          \
 		int rc_ = (wait_call);                                                             \
+		uint64_t f_ = WALL_WAIT_CLOSE(wa_, t0_);                                           \
 		uint64_t t1_ = now_ns();                                                           \
 		if (rc_ == 0 || rc_ == EOWNERDEAD) {                                               \
 			uint64_t d_ = reacquired((c), t0_, t1_);                                   \
@@ -253,7 +255,7 @@ static uint64_t reacquired(const pthread_cond_t *c, uint64_t t0, uint64_t t1)
 				ACCOUNT(d_);                                                       \
 			}                                                                          \
 		}                                                                                  \
-		WALL_WAIT_END(wa_, t0_, t1_, (state));                                             \
+		WALL_WAIT_END(wa_, t0_, f_, t1_, (state));                                         \
 		return rc_;                                                                        \
 	} while (0)
 

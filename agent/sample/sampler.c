@@ -341,6 +341,14 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+void sampler_thread_bounds(pid_t *tid, uintptr_t *lo, uintptr_t *hi)
+{
+	struct thread_state *ts = tls_current();
+	*tid = ts->tid;
+	*lo = ts->stack_lo;
+	*hi = ts->stack_hi;
+}
+
 FORK_CHILD_PATH bool sampler_thread_sampled(void)
 {
 	return tls_current()->sampled;

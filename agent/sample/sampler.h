@@ -62,6 +62,10 @@ void sampler_set_enabled(bool on);
  * so the signal is blocked while the bounds change (two system calls). */
 void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, bool may_fire);
 
+/* Normal context, the calling thread: its tid and stack bounds as
+ * sampler_thread_setup cached them (0 when unknown). */
+void sampler_thread_bounds(pid_t *tid, uintptr_t *lo, uintptr_t *hi);
+
 /* Whether a sample was recorded in the calling thread. */
 bool sampler_thread_sampled(void);
 /* Whether the calling thread's end will add the CPU no sample covered

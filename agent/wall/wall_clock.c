@@ -108,9 +108,12 @@ struct wall_account *wall_clock_account(uint64_t now_ns)
 {
 	struct wall_account *a = &wall_clock_tls;
 	uint32_t g = atomic_load_explicit(&account_gen, memory_order_relaxed) + 1;
-	if (__builtin_expect(a->gen != g, 0)) {
+	if (__builtin_expect(atomic_load_explicit(&a->gen, memory_order_relaxed) != g, 0)) {
 		uint64_t n = atomic_fetch_add_explicit(&seed_counter, 1, memory_order_relaxed);
 		a->busy = 0;
+		/* A fork child's copy: not in its registry. */
+		atomic_store_explicit(&a->registered, false, memory_order_relaxed);
+		atomic_store_explicit(&a->open_since, 0, memory_order_relaxed);
 		a->run_mark = now_ns;
 		a->waited = 0;
 		a->pending = 0;
@@ -122,15 +125,9 @@ struct wall_account *wall_clock_account(uint64_t now_ns)
 		/* The sampling handler may land between these stores and read the account:
 		 * the generation last, so that it resets again rather than reads half. */
 		atomic_signal_fence(memory_order_release);
-		a->gen = g;
+		atomic_store_explicit(&a->gen, g, memory_order_relaxed);
 	}
 	return a;
-}
-
-void wall_clock_thread_begin(void)
-{
-	if (wall_clock_on())
-		wall_clock_account(clock_now_ns(CLOCK_MONOTONIC));
 }
 
 /* async-signal-safe, lock-free. Takes one wait sample from the budget at now_ns. */
@@ -170,11 +167,12 @@ static bool budget_take(uint64_t now_ns)
 }
 
 /* async-signal-safe */
-uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t t1)
+uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t from, uint64_t t1)
 {
-	uint64_t d = t1 > t0 ? t1 - t0 : 0;
-	a->waited += d;
-	a->pending += d;
+	uint64_t d = t1 > from ? t1 - from : 0;
+	a->waited += t1 > t0 ? t1 - t0 : 0;
+	if (d)
+		atomic_fetch_add_explicit(&a->pending, d, memory_order_relaxed);
 	a->draw.until -= d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
 	if (a->draw.until > 0)
 		return 0;
@@ -186,9 +184,7 @@ uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t t1)
 		atomic_fetch_add_explicit(&deferred_samples, 1, memory_order_relaxed);
 		return 0; /* pending until a later point of this thread */
 	}
-	uint64_t charge = a->pending;
-	a->pending = 0;
-	return charge;
+	return atomic_exchange_explicit(&a->pending, 0, memory_order_relaxed);
 }
 
 /* async-signal-safe */
@@ -202,6 +198,13 @@ uint64_t wall_clock_running(uint64_t now_ns)
 	a->run_mark = now_ns;
 	a->waited = 0;
 	return run;
+}
+
+bool wall_clock_is_current(const struct wall_account *a)
+{
+	return atomic_load_explicit(&a->gen, memory_order_relaxed) ==
+		   atomic_load_explicit(&account_gen, memory_order_relaxed) + 1 &&
+	       atomic_load_explicit(&a->registered, memory_order_relaxed);
 }
 
 FORK_CHILD_PATH void wall_clock_after_fork_child(void)

@@ -112,12 +112,29 @@ static inline uint32_t wall_clock_tag(uintptr_t *pcs, uint32_t n, enum wall_stat
 
 /* A thread's account. */
 struct wall_account {
-	uint32_t gen;	   /* the fork generation it was reset in */
+	/* The fork generation it was reset in, plus one. Relaxed atomics, as registered:
+	 * written by the thread, read by the host (wall_clock_is_current). */
+	_Atomic uint32_t gen;
 	uint32_t busy;	   /* a hook is measuring or charging: the CPU charge waits */
 	uint64_t run_mark; /* CLOCK_MONOTONIC ns: wall charged up to here ("running") */
 	uint64_t waited;   /* ns waited since run_mark (charged or pending) */
-	uint64_t pending;  /* ns waited, not charged yet */
+	/* ns waited, not charged yet: added by the thread, taken by whoever charges (the
+	 * thread's sample, or the host with an open wait: wall_threads.h). Relaxed: a
+	 * value on its own (each nanosecond is taken once by the exchange). */
+	_Atomic uint64_t pending;
 	struct alloc_sample_state draw; /* until: ns of waiting before the next sample */
+	/* The wait in progress, for the host thread's charge at a snapshot
+	 * (agent/wall/wall_threads.h), kept only while the account is registered there.
+	 * open_since: CLOCK_MONOTONIC ns from which the wait is not charged yet (its start,
+	 * or the host's last charge); 0 when no wait is open. Exchanged by the thread as
+	 * the wait ends and advanced by the host's CAS: each nanosecond is charged by one
+	 * of them. The caller's registers and the state are published with it. */
+	_Atomic uint64_t open_since;
+	_Atomic uintptr_t wait_pc, wait_sp, wait_fp;
+	_Atomic uint32_t wait_state;
+	_Atomic bool registered; /* in the host's registry (wall_threads_begin) */
+	int32_t tid;		 /* the thread's, for the host's samples */
+	uintptr_t stack_hi;	 /* its stack's top: the host's unwind stays below it */
 };
 extern __thread struct wall_account wall_clock_tls __attribute__((tls_model("initial-exec")));
 
@@ -136,15 +153,13 @@ static inline bool wall_clock_on(void)
  * when it is new to this process (a thread's first hook, a fork child's thread). */
 struct wall_account *wall_clock_account(uint64_t now_ns);
 
-/* Normal context, in a thread that starts: its wall is counted from now. */
-void wall_clock_thread_begin(void);
-
-/* async-signal-safe. A hook begins a wait at t0: the calling thread's account, marked
- * busy, to end the wait with (WALL_WAIT_END, agent/wall/wall_hooks.h); NULL when the
- * wall profile is off, on the profiler's own threads, and when a hook of this thread
- * is already measuring (a signal handler of the application that blocks inside a wait:
- * the outer wait counts its time). */
-static inline struct wall_account *wall_clock_wait_begin(uint64_t t0)
+/* async-signal-safe. A hook begins a wait at t0 in state, its caller's registers in
+ * regs: the calling thread's account, marked busy, to end the wait with (WALL_WAIT_END,
+ * agent/wall/wall_hooks.h); NULL when the wall profile is off, on the profiler's own
+ * threads, and when a hook of this thread is already measuring (a signal handler of
+ * the application that blocks inside a wait: the outer wait counts its time). */
+static inline struct wall_account *wall_clock_wait_begin(uint64_t t0, enum wall_state state,
+							 const struct unwind_regs *regs)
 {
 	if (!wall_clock_on() || own_thread_is_self())
 		return NULL;
@@ -155,17 +170,43 @@ static inline struct wall_account *wall_clock_wait_begin(uint64_t t0)
 	/* Pairs with the sampling handler's read of busy (wall_clock_running), on this
 	 * thread: the wait's time is never also charged as running. */
 	atomic_signal_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&a->registered, memory_order_relaxed)) {
+		atomic_store_explicit(&a->wait_pc, regs->pc, memory_order_relaxed);
+		atomic_store_explicit(&a->wait_sp, regs->sp, memory_order_relaxed);
+		atomic_store_explicit(&a->wait_fp, regs->fp, memory_order_relaxed);
+		atomic_store_explicit(&a->wait_state, (uint32_t)state, memory_order_relaxed);
+		/* Release pairs with the host's acquire load of open_since: the registers
+		 * and state above are this wait's. */
+		atomic_store_explicit(&a->open_since, t0 ? t0 : 1, memory_order_release);
+	}
 	return a;
 }
 
+/* async-signal-safe. A hook's wait ends: the start of what is left to charge (t0, or
+ * later when the host charged its beginning at a snapshot). */
+static inline uint64_t wall_clock_wait_close(struct wall_account *a, uint64_t t0)
+{
+	if (!atomic_load_explicit(&a->registered, memory_order_relaxed))
+		return t0;
+	/* Acq_rel pairs with the host's CAS: what it charged is before the value read. */
+	uint64_t c = atomic_exchange_explicit(&a->open_since, 0, memory_order_acq_rel);
+	return c > t0 ? c : t0;
+}
+
 /* async-signal-safe. A hook: a wait of the calling thread from t0 to t1 ended (the
- * account was marked busy by the hook). Returns the ns to charge to the hook's caller
- * now (the pending waits, this one included), or 0 when no sample point fell in it. */
-uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t t1);
+ * account was marked busy by the hook), its part from `from` on not charged yet
+ * (wall_clock_wait_close). Returns the ns to charge to the hook's caller now (the
+ * pending waits, this one included), or 0 when no sample point fell in it. */
+uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t from, uint64_t t1);
 
 /* async-signal-safe. The sampling handler, in a thread that runs: the wall time to
  * charge as running to the stack it sampled (0: nothing, e.g. a hook is busy). */
 uint64_t wall_clock_running(uint64_t now_ns);
+
+/* Whether a's thread (another thread's account: the host's registry) belongs to this
+ * process's generation and is registered: a fork child's copies of its parent's other
+ * threads' accounts are not. */
+bool wall_clock_is_current(const struct wall_account *a);
 
 /* Fork child: every thread's account is its parent's; each resets at its next use. */
 void wall_clock_after_fork_child(void);

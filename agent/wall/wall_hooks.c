@@ -85,12 +85,13 @@ void wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct u
 #define WAIT_HOOK(type, state, call)                                                               \
 	do {                                                                                       \
 		uint64_t t0_ = now_ns();                                                           \
-		struct wall_account *wa_ = wall_clock_wait_begin(t0_);                             \
+		struct wall_account *wa_ = WALL_WAIT_BEGIN(t0_, (state));                          \
 		if (!wa_)                                                                          \
 			return (call);                                                             \
 		type rc_ = (call);                                                                 \
 		int e_ = errno;                                                                    \
-		WALL_WAIT_END(wa_, t0_, now_ns(), (state));                                        \
+		uint64_t f_ = WALL_WAIT_CLOSE(wa_, t0_);                                           \
+		WALL_WAIT_END(wa_, t0_, f_, now_ns(), (state));                                    \
 		errno = e_;                                                                        \
 		return rc_;                                                                        \
 	} while (0)

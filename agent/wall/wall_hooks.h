@@ -42,14 +42,27 @@ uint64_t wall_hooks_service(uint64_t now_ns);
  * hook's caller (caller: HOOK_CALLER_REGS in the hook). */
 void wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct unwind_regs *caller);
 
-/* async-signal-safe. Ends the wait a hook began with wall_clock_wait_begin (a: its
- * result, NULL: nothing to do) at t1, recording a sample when one is due. A macro:
- * HOOK_CALLER_REGS must be read in the hook's own frame. */
-#define WALL_WAIT_END(a, t0, t1, state)                                                            \
+/* async-signal-safe. Begins a wait at t0 in state (wall_clock_wait_begin with the hook
+ * caller's registers). A macro: HOOK_CALLER_REGS must be read in the hook's own frame. */
+#define WALL_WAIT_BEGIN(t0, state)                                                                 \
+	({                                                                                         \
+		struct unwind_regs wr_ = HOOK_CALLER_REGS();                                       \
+		wall_clock_wait_begin((t0), (state), &wr_);                                        \
+	})
+
+/* async-signal-safe. Closes the wait a hook began with WALL_WAIT_BEGIN (a: its result,
+ * NULL: nothing to do) as soon as the call returned, before the hook reads its end time
+ * (so that a charge by the host, which read its own time before, never passes that
+ * end): where what is left to charge starts (wall_clock_wait_close). */
+#define WALL_WAIT_CLOSE(a, t0) ((a) ? wall_clock_wait_close((a), (t0)) : (t0))
+
+/* async-signal-safe. Ends the wait at t1 (from: WALL_WAIT_CLOSE's), recording a sample
+ * when one is due. A macro: HOOK_CALLER_REGS must be read in the hook's own frame. */
+#define WALL_WAIT_END(a, t0, from, t1, state)                                                      \
 	do {                                                                                       \
 		struct wall_account *a_ = (a);                                                     \
 		if (a_) {                                                                          \
-			uint64_t c_ = wall_clock_waited(a_, (t0), (t1));                           \
+			uint64_t c_ = wall_clock_waited(a_, (t0), (from), (t1));                   \
 			if (__builtin_expect(c_ != 0, 0)) {                                        \
 				struct unwind_regs r_ = HOOK_CALLER_REGS();                        \
 				wall_hooks_record(c_, (state), &r_);                               \

@@ -95,6 +95,60 @@ def test_wall_profile_charges_each_thread_its_wall_time_and_state(ctx):
     return "wall-time / lifetime: " + ", ".join("%s %.4f" % (k, v) for k, v in ratios.items())
 
 
+def test_waits_across_upload_periods_are_charged_in_each_period(ctx):
+    """The same four threads for 4 s, uploads every second: a thread blocked in one read
+    (or one pthread_cond_wait, or the main thread's one 4 s clock_nanosleep) for the whole
+    run is charged in every profile, up to the snapshot, not all at once when it
+    returns: in each profile between the first and the last, every thread's wall-time
+    within 5% of the profile's duration, in its state."""
+    stdout, profs, _files = run_wall(ctx, "periods", ["states", "4"],
+                                     {"DD_PROFILING_UPLOAD_PERIOD": "1"})
+    lives = {m.group(1): int(m.group(2))
+             for m in re.finditer(r"^thread (\S+) (\d+) (\d+)$", stdout, re.M)}
+    check(len(lives) == 4, "lifetimes: %r" % stdout)
+    check(len(profs) >= 4, "%d profiles for 4 s at 1 s periods" % len(profs))
+    inner = profs[1:-1]
+    worst = 0.0
+    for p in inner:
+        per = wall_by([p], lambda s: (s["labels"].get("thread id"), s["labels"].get("state")))
+        dur = p["duration_nanos"]
+        for fn, state in (("burn_cpu", "running"), ("sleep_loop", "nanosleep"),
+                          ("read_pipe", "read"), ("wait_cond", "pthread_cond_wait")):
+            got = per.get((lives[fn], state), 0)
+            worst = max(worst, abs(got / dur - 1))
+            check(abs(got / dur - 1) <= 0.05, "profile at %d: %s %s %d ns of %d ns"
+                  % (p["time_nanos"], fn, state, got, dur))
+    return "%d inner profiles: every thread within %.2f%% of the period" % (
+        len(inner), 100 * worst)
+
+
+def test_a_thousand_idle_threads_are_accounted_within_the_sample_budget(ctx):
+    """1000 threads in pthread_cond_timedwait (woken every 100 ms) and one burning CPU,
+    4 s, uploads every second: each inner profile holds 1000 threads' worth of
+    pthread_cond_timedwait wall-time (within 5% of 1000 x its duration), while the wait
+    samples the hooks took stay within the process's budget (8 threads' worth per 10 ms
+    interval: 800 a second, plus a burst of 80), not the 10 000 a second the waits
+    would ask for; the rest is carried in each thread's pending time and charged with
+    its open wait at each snapshot."""
+    stdout, profs, _files = run_wall(ctx, "idle", ["idle", "1000", "4"],
+                                     {"DD_PROFILING_UPLOAD_PERIOD": "1"})
+    t = numbers(stdout)
+    inner = profs[1:-1]
+    check(len(inner) >= 2, "%d profiles for 4 s at 1 s periods" % len(profs))
+    ratios = []
+    for p in inner:
+        per = wall_by([p], lambda s: s["labels"].get("state"))
+        r = per.get("pthread_cond_timedwait", 0) / (1000.0 * p["duration_nanos"])
+        ratios.append(r)
+        check(abs(r - 1) <= 0.05, "profile at %d: idle wall-time %.4f of 1000 threads' "
+              "duration: %r" % (p["time_nanos"], r, per))
+    budget = 800 * 4.1 + 80
+    check(t.get("diag_wall_wait_samples", 0) <= budget, "%d wait samples, budget %d"
+          % (t.get("diag_wall_wait_samples", 0), budget))
+    return "idle wall-time / (1000 x duration) %s; %d wait samples in 4 s" % (
+        ", ".join("%.4f" % r for r in ratios), t["diag_wall_wait_samples"])
+
+
 def test_wall_profiler_never_interrupts_a_blocking_call(ctx):
     """Threads looping on poll, epoll_wait, nanosleep, select and read (1-2 ms timeouts)
     for 3 s with the wall profile at 1 ms: zero EINTR in the program's own counters, and

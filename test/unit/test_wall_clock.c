@@ -27,7 +27,7 @@ START_TEST(test_every_wait_is_charged_once_in_full)
 	for (int i = 0; i < 200000; i++) {
 		uint64_t d = 1000 + (uint64_t)(rand_r(&r) % 4000) * 1000; /* 1 us .. 4 ms */
 		a->busy = 1;
-		uint64_t c = wall_clock_waited(a, t, t + d);
+		uint64_t c = wall_clock_waited(a, t, t, t + d);
 		a->busy = 0;
 		t += d + 500;
 		waited += d;
@@ -38,8 +38,9 @@ START_TEST(test_every_wait_is_charged_once_in_full)
 		}
 	}
 	/* What is not charged yet is pending, at most what followed the last sample. */
-	ck_assert_uint_eq(charged + a->pending, waited);
-	ck_assert_uint_lt(a->pending, waited / samples * 20);
+	uint64_t pending = atomic_load(&a->pending);
+	ck_assert_uint_eq(charged + pending, waited);
+	ck_assert_uint_lt(pending, waited / samples * 20);
 	/* A sample per interval of waiting, plus the rest of the wait that crossed the
 	 * point (the next point is drawn from its end): on average E[d^2] / (2 E[d]) of a
 	 * wait length-biased by the crossing. */
@@ -54,12 +55,12 @@ START_TEST(test_running_is_the_time_between_waits)
 {
 	wall_clock_configure(true, 10 * MS);
 	/* A thread of its own: a fresh account. */
-	wall_clock_tls.gen = 0;
+	atomic_store(&wall_clock_tls.gen, 0);
 	struct wall_account *a = wall_clock_account(100 * MS);
 	ck_assert_uint_eq(a->run_mark, 100 * MS);
 	/* 3 ms running, a 5 ms wait, 2 ms running: the CPU sample at 110 ms charges 5. */
 	a->busy = 1;
-	wall_clock_waited(a, 103 * MS, 108 * MS);
+	wall_clock_waited(a, 103 * MS, 103 * MS, 108 * MS);
 	a->busy = 0;
 	ck_assert_uint_eq(wall_clock_running(110 * MS), 5 * MS);
 	/* The next charge starts there. */
@@ -68,7 +69,7 @@ START_TEST(test_running_is_the_time_between_waits)
 	 * hook's wait holds that time. */
 	a->busy = 1;
 	ck_assert_uint_eq(wall_clock_running(130 * MS), 0);
-	wall_clock_waited(a, 117 * MS, 130 * MS);
+	wall_clock_waited(a, 117 * MS, 117 * MS, 130 * MS);
 	a->busy = 0;
 	ck_assert_uint_eq(wall_clock_running(131 * MS), 1 * MS);
 }
@@ -77,17 +78,17 @@ END_TEST
 START_TEST(test_a_fork_child_starts_its_account_afresh)
 {
 	wall_clock_configure(true, 10 * MS);
-	wall_clock_tls.gen = 0;
+	atomic_store(&wall_clock_tls.gen, 0);
 	struct wall_account *a = wall_clock_account(1000 * MS);
 	a->busy = 1;
-	wall_clock_waited(a, 1000 * MS, 1001 * MS);
+	wall_clock_waited(a, 1000 * MS, 1000 * MS, 1001 * MS);
 	a->busy = 0;
 	ck_assert_uint_gt(a->waited, 0);
 	wall_clock_after_fork_child();
 	a = wall_clock_account(5000 * MS);
 	ck_assert_uint_eq(a->run_mark, 5000 * MS);
 	ck_assert_uint_eq(a->waited, 0);
-	ck_assert_uint_eq(a->pending, 0);
+	ck_assert_uint_eq(atomic_load(&a->pending), 0);
 	ck_assert_uint_eq(a->busy, 0);
 	/* Used again in the same generation: kept. */
 	ck_assert_uint_eq(wall_clock_account(6000 * MS)->run_mark, 5000 * MS);
@@ -105,20 +106,22 @@ START_TEST(test_interval_out_of_range_takes_the_default)
 	ck_assert(wall_clock_on());
 	wall_clock_configure(false, 1 * MS);
 	ck_assert(!wall_clock_on());
-	ck_assert_ptr_null(wall_clock_wait_begin(1));
+	struct unwind_regs r = {0};
+	ck_assert_ptr_null(wall_clock_wait_begin(1, WALL_READ, &r));
 }
 END_TEST
 
 START_TEST(test_a_hook_inside_a_hook_is_not_measured_twice)
 {
 	wall_clock_configure(true, 10 * MS);
-	wall_clock_tls.gen = 0;
-	struct wall_account *a = wall_clock_wait_begin(10 * MS);
+	atomic_store(&wall_clock_tls.gen, 0);
+	struct unwind_regs r = {0};
+	struct wall_account *a = wall_clock_wait_begin(10 * MS, WALL_READ, &r);
 	ck_assert_ptr_nonnull(a);
 	/* An application's signal handler that blocks inside the wait. */
-	ck_assert_ptr_null(wall_clock_wait_begin(11 * MS));
+	ck_assert_ptr_null(wall_clock_wait_begin(11 * MS, WALL_POLL, &r));
 	a->busy = 0;
-	ck_assert_ptr_nonnull(wall_clock_wait_begin(12 * MS));
+	ck_assert_ptr_nonnull(wall_clock_wait_begin(12 * MS, WALL_READ, &r));
 	wall_clock_tls.busy = 0;
 }
 END_TEST
@@ -154,13 +157,13 @@ static void *budget_main(void *arg)
 	for (uint64_t t = 0; t < 20000 * MS; t += 100 * MS) {
 		pthread_barrier_wait(&step); /* every thread's clock at t */
 		a->busy = 1;
-		uint64_t c = wall_clock_waited(a, t, t + 100 * MS);
+		uint64_t c = wall_clock_waited(a, t, t, t + 100 * MS);
 		a->busy = 0;
 		b->waited += 100 * MS;
 		b->charged += c;
 		b->samples += c != 0;
 	}
-	b->charged += a->pending; /* what a later sample would charge */
+	b->charged += atomic_load(&a->pending); /* what a later sample would charge */
 	return NULL;
 }
 
