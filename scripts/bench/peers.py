@@ -4,7 +4,7 @@ gperftools and async-profiler.
 
 usage: peers.py RESULTS_DIR [--quick] [NAME...]
   NAME: run only these benchmarks (overhead, accuracy, spawn, startup, memory, micro,
-  alloc)
+  alloc, wall)
 
 Every figure comes from paired runs: a run without any profiler and a run under a
 profiler, back to back in random order, repeated; the figure is the median of the
@@ -26,6 +26,10 @@ Writes one JSON file per benchmark into RESULTS_DIR (rendered by report.py):
                  (build/bench/alloc_churn) and a Python workload, without a profiler,
                  under libddprof with its allocation profiles off and on, heaptrack and
                  async-profiler's nativemem: time and peak RSS (peers_alloc.py)
+  wall.json      the wall-clock and lock profilers: a mostly idle process of 10 and 1000
+                 threads (CPU under libddprof's wall profile and async-profiler's wall
+                 mode / without) and an uncontended mutex lock/unlock pair (libddprof's
+                 lock profile off and on, async-profiler's nativelock) (peers_wall.py)
   base.json      which before build ran, if one was asked for
 
 The code: this file runs the benchmarks; peers_common.py holds what they share (the
@@ -68,6 +72,7 @@ from peers_common import ASPROF, BASE_DIR, BASE_REV, BEFORE, PEERS, write
 from peers_cpu import bench_accuracy, bench_overhead
 from peers_micro import bench_micro
 from peers_process import bench_memory, bench_spawn, bench_startup
+from peers_wall import bench_wall
 
 
 def main():
@@ -86,7 +91,7 @@ def main():
     benches = ([("micro", bench_micro)] if BEFORE else []) + [
         ("overhead", bench_overhead), ("accuracy", bench_accuracy),
         ("spawn", bench_spawn), ("startup", bench_startup), ("memory", bench_memory),
-        ("alloc", bench_alloc)]
+        ("alloc", bench_alloc), ("wall", bench_wall)]
     for name, fn in benches:
         if only and name not in only:
             continue

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from report_alloc import alloc_section
+from report_wall import wall_section
 from report_common import asprof_version, gperf_version, has_asprof, load, machine
 from report_cpu import accuracy_section, overhead_section, overhead_svg
 from report_micro import handler_section, serialize_section, trie_section
@@ -90,6 +91,9 @@ def main():
     al = load(res, "alloc.json")
     if al:
         parts.append(alloc_section(al))
+    wl = load(res, "wall.json")
+    if wl:
+        parts.append(wall_section(wl))
     ser = os.path.join(res, "serialize.txt")
     if os.path.exists(ser):
         parts.append(serialize_section(ser))

@@ -4,6 +4,7 @@ before/after comparison of two builds.
 import os
 
 from report_alloc import summary_rows as alloc_summary_rows
+from report_wall import summary_rows as wall_summary_rows
 from report_common import (VS_KEY, better_text, ci_text, fmt, load, peers_in, verdict,
     vs_peer)
 
@@ -86,6 +87,7 @@ def summary_section(res, ov):
                              "+%.1f MiB" % (r["extra_kib"] / 1024), "<= 16 MiB",
                              verdict(r["extra_kib"] <= 16 * 1024)))
     rows += alloc_summary_rows(load(res, "alloc.json"))
+    rows += wall_summary_rows(load(res, "wall.json"))
     if not rows:
         return ""
     out = ["## Targets", "", "| figure | libddprof | target | |", "|---|---|---|---|"]
