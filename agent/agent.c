@@ -212,13 +212,13 @@ static void start_allocations(void)
  * wall profile times mutex and condition waits there). */
 static void start_locks(void)
 {
-	if (!lock_wanted && !wall_wanted)
+	if (!lock_wanted && !wall_clock_on())
 		return;
 	lock_sample_set_interval(lock_interval_ns);
 	int rc = lock_hooks_install(lock_wanted);
 	if (rc < 0) {
 		log_warn("cannot hook the lock functions (%s); no lock profile%s", strerror(-rc),
-			 wall_wanted ? ", no lock waits in the wall profile" : "");
+			 wall_clock_on() ? ", no lock waits in the wall profile" : "");
 		return;
 	}
 	if (lock_wanted)

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GOT_IMAGE_MAX_NAMES 32 /* names one search looks for */
+#define GOT_IMAGE_MAX_NAMES 40 /* names one search looks for */
 
 #define GOT_IMAGE_MAX_LOADS 16 /* PT_LOAD segments kept (a module has 2-5) */
 

@@ -70,8 +70,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Names one table may hold: the allocation functions and some room. */
-#define GOT_PATCH_MAX_SYMBOLS 32
+/* Names one table may hold: the wall hooks' blocking calls and some room. */
+#define GOT_PATCH_MAX_SYMBOLS 40
 /* Tables applied at once, each with records of its own: the allocation hooks', the
  * lock hooks' (agent/lock/lock_hooks.h) and the wall hooks' (agent/wall/wall_hooks.h). */
 #define GOT_PATCH_MAX_TABLES 3

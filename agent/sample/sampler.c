@@ -165,9 +165,10 @@ static uint64_t thread_cpu_ns(void)
 
 /* async-signal-safe. The wall profile: the thread's wall time since its last charge,
  * waits excluded, goes to the stack just sampled (agent/wall/wall_clock.h). */
-static void charge_running(struct thread_state *ts, uintptr_t *pcs, uint32_t n)
+static void charge_running(struct thread_state *ts, uintptr_t *pcs, uint32_t n, uintptr_t sp,
+			   bool sp_on_stack)
 {
-	uint64_t run = wall_clock_running(clock_now_ns(CLOCK_MONOTONIC));
+	uint64_t run = wall_clock_running(clock_now_ns(CLOCK_MONOTONIC), sp, sp_on_stack);
 	if (run == 0)
 		return;
 	/* The tag may replace the last pc of a full stack, which the thread's end
@@ -248,7 +249,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	ts->recorded_ns += weight;
 	ts->last_n = n;
 	if (wall_clock_on())
-		charge_running(ts, pcs, n);
+		charge_running(ts, pcs, n, regs.sp, regs.stack_hi != 0);
 	errno = saved_errno;
 }
 

@@ -26,7 +26,7 @@ static _Atomic uint64_t seed_counter;
  * data is zero-initialized). Relaxed: written by the fork child's handler while it is
  * the only thread. */
 FORK_CHILD_DATA static _Atomic uint32_t account_gen;
-static _Atomic uint64_t wait_samples, running_samples, deferred_samples;
+static _Atomic uint64_t wait_samples, running_samples, deferred_samples, abandoned_waits;
 
 /* The budget of wait samples: a token bucket refilled with WALL_CLOCK_BUDGET_THREADS
  * threads' worth of samples per interval (each an unwind, several microseconds with cold
@@ -109,25 +109,46 @@ struct wall_account *wall_clock_account(uint64_t now_ns)
 	struct wall_account *a = &wall_clock_tls;
 	uint32_t g = atomic_load_explicit(&account_gen, memory_order_relaxed) + 1;
 	if (__builtin_expect(atomic_load_explicit(&a->gen, memory_order_relaxed) != g, 0)) {
+		/* A signal handler of the application that blocks while this thread resets
+		 * its account: the outer reset finishes it; this wait goes untimed. */
+		if (a->busy == WALL_BUSY_RESETTING)
+			return NULL;
+		a->busy = WALL_BUSY_RESETTING;
+		/* Pairs with the check above, in a handler that interrupts this thread. */
+		atomic_signal_fence(memory_order_seq_cst);
 		uint64_t n = atomic_fetch_add_explicit(&seed_counter, 1, memory_order_relaxed);
-		a->busy = 0;
 		/* A fork child's copy: not in its registry. */
 		atomic_store_explicit(&a->registered, false, memory_order_relaxed);
 		atomic_store_explicit(&a->open_since, 0, memory_order_relaxed);
 		a->run_mark = now_ns;
 		a->waited = 0;
-		a->pending = 0;
+		atomic_store_explicit(&a->pending, 0, memory_order_relaxed);
 		alloc_sample_seed(&a->draw, atomic_load_explicit(&seed_base, memory_order_relaxed) ^
 						(n * 0x9E3779B97F4A7C15ULL) ^ __rdtsc() ^
 						(uint64_t)(uintptr_t)a);
 		a->draw.until = alloc_sample_draw(
 		    &a->draw, atomic_load_explicit(&mean_interval, memory_order_relaxed));
-		/* The sampling handler may land between these stores and read the account:
-		 * the generation last, so that it resets again rather than reads half. */
-		atomic_signal_fence(memory_order_release);
 		atomic_store_explicit(&a->gen, g, memory_order_relaxed);
+		/* Pairs with the checks of busy in a handler that interrupts this thread:
+		 * the account is whole before it is free. */
+		atomic_signal_fence(memory_order_seq_cst);
+		a->busy = 0;
 	}
 	return a;
+}
+
+/* async-signal-safe. The hook that marked a busy left without ending its wait (a
+ * signal handler's siglongjmp out of a blocking call): its wait is dropped, the
+ * account restarts at now_ns (the time since its last charge is of unknown state). */
+void wall_clock_abandon(struct wall_account *a, uint64_t now_ns)
+{
+	atomic_store_explicit(&a->open_since, 0, memory_order_relaxed);
+	a->run_mark = now_ns;
+	a->waited = 0;
+	atomic_fetch_add_explicit(&abandoned_waits, 1, memory_order_relaxed);
+	/* Pairs with the checks of busy in a handler that interrupts this thread. */
+	atomic_signal_fence(memory_order_seq_cst);
+	a->busy = 0;
 }
 
 /* async-signal-safe, lock-free. Takes one wait sample from the budget at now_ns. */
@@ -188,11 +209,20 @@ uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t from, u
 }
 
 /* async-signal-safe */
-uint64_t wall_clock_running(uint64_t now_ns)
+uint64_t wall_clock_running(uint64_t now_ns, uintptr_t sp, bool sp_on_stack)
 {
 	struct wall_account *a = wall_clock_account(now_ns);
-	if (a->busy)
-		return 0; /* a hook's wait or charge: its time is the hook's */
+	if (!a)
+		return 0;
+	if (a->busy) {
+		/* The interrupted code above the busy hook's frame, on the same stack: that
+		 * hook is gone (siglongjmp). Else a hook's wait or charge: its time. */
+		if (!sp_on_stack || a->busy == WALL_BUSY_RESETTING || sp <= a->busy ||
+		    sp - a->busy > WALL_SAME_STACK_SPAN)
+			return 0;
+		wall_clock_abandon(a, now_ns);
+		return 0;
+	}
 	uint64_t elapsed = now_ns > a->run_mark ? now_ns - a->run_mark : 0;
 	uint64_t run = elapsed > a->waited ? elapsed - a->waited : 0;
 	a->run_mark = now_ns;
@@ -224,4 +254,5 @@ void wall_clock_get_stats(struct wall_clock_stats *out)
 	out->wait_samples = atomic_load_explicit(&wait_samples, memory_order_relaxed);
 	out->running_samples = atomic_load_explicit(&running_samples, memory_order_relaxed);
 	out->deferred_samples = atomic_load_explicit(&deferred_samples, memory_order_relaxed);
+	out->abandoned_waits = atomic_load_explicit(&abandoned_waits, memory_order_relaxed);
 }

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "agent/alloc/alloc_sample.h"
+#include "agent/sample/app_signals.h"
 #include "agent/unwind/unwind.h"
 #include "common/own_thread.h"
 
@@ -110,12 +111,22 @@ static inline uint32_t wall_clock_tag(uintptr_t *pcs, uint32_t n, enum wall_stat
 	return n + 1;
 }
 
+#define WALL_BUSY_RESETTING ((uintptr_t)1)
+/* A busy frame and a later frame (or sampled sp) above it are taken to be on the same
+ * stack, the busy hook then gone, when this close: an alternate signal stack or a
+ * coroutine's is most often farther. */
+#define WALL_SAME_STACK_SPAN ((uintptr_t)8 << 20)
+
 /* A thread's account. */
 struct wall_account {
 	/* The fork generation it was reset in, plus one. Relaxed atomics, as registered:
 	 * written by the thread, read by the host (wall_clock_is_current). */
 	_Atomic uint32_t gen;
-	uint32_t busy;	   /* a hook is measuring or charging: the CPU charge waits */
+	/* The frame (__builtin_frame_address) of the hook measuring or charging a wait,
+	 * WALL_BUSY_RESETTING during a reset, 0: none. While set, the CPU charge waits and
+	 * a hook in an application's signal handler (inside the wait) goes untimed; a hook
+	 * outside any handler, or a CPU sample above that frame, finds it abandoned. */
+	uintptr_t busy;
 	uint64_t run_mark; /* CLOCK_MONOTONIC ns: wall charged up to here ("running") */
 	uint64_t waited;   /* ns waited since run_mark (charged or pending) */
 	/* ns waited, not charged yet: added by the thread, taken by whoever charges (the
@@ -149,8 +160,13 @@ static inline bool wall_clock_on(void)
 	return atomic_load_explicit(&wall_clock_enabled, memory_order_relaxed);
 }
 
+/* async-signal-safe. Drops the wait of a hook that left without ending it (a signal
+ * handler's siglongjmp out of a blocking call): the account restarts at now_ns. */
+void wall_clock_abandon(struct wall_account *a, uint64_t now_ns);
+
 /* async-signal-safe. The calling thread's account, reset (its wall counted from now)
- * when it is new to this process (a thread's first hook, a fork child's thread). */
+ * when it is new to this process (a thread's first hook, a fork child's thread); NULL
+ * inside a signal handler that interrupted that reset. */
 struct wall_account *wall_clock_account(uint64_t now_ns);
 
 /* async-signal-safe. A hook begins a wait at t0 in state, its caller's registers in
@@ -159,14 +175,23 @@ struct wall_account *wall_clock_account(uint64_t now_ns);
  * threads, and when a hook of this thread is already measuring (a signal handler of
  * the application that blocks inside a wait: the outer wait counts its time). */
 static inline struct wall_account *wall_clock_wait_begin(uint64_t t0, enum wall_state state,
-							 const struct unwind_regs *regs)
+							 const struct unwind_regs *regs,
+							 uintptr_t frame)
 {
 	if (!wall_clock_on() || own_thread_is_self())
 		return NULL;
 	struct wall_account *a = wall_clock_account(t0);
-	if (a->busy)
+	if (!a)
 		return NULL;
-	a->busy = 1;
+	if (a->busy) {
+		/* In one of the application's signal handlers (it interrupted the busy
+		 * hook's wait): nested, untimed. Outside any: the busy hook was left without
+		 * an end (its handler jumped out, agent/sample/app_signals.h). */
+		if (a->busy == WALL_BUSY_RESETTING || app_signals_in_handler())
+			return NULL;
+		wall_clock_abandon(a, t0);
+	}
+	a->busy = frame;
 	/* Pairs with the sampling handler's read of busy (wall_clock_running), on this
 	 * thread: the wait's time is never also charged as running. */
 	atomic_signal_fence(memory_order_seq_cst);
@@ -199,9 +224,10 @@ static inline uint64_t wall_clock_wait_close(struct wall_account *a, uint64_t t0
  * pending waits, this one included), or 0 when no sample point fell in it. */
 uint64_t wall_clock_waited(struct wall_account *a, uint64_t t0, uint64_t from, uint64_t t1);
 
-/* async-signal-safe. The sampling handler, in a thread that runs: the wall time to
+/* async-signal-safe. The sampling handler, in a thread that runs (sp: the interrupted
+ * stack pointer, sp_on_stack: whether it is on the thread's own stack): the wall time to
  * charge as running to the stack it sampled (0: nothing, e.g. a hook is busy). */
-uint64_t wall_clock_running(uint64_t now_ns);
+uint64_t wall_clock_running(uint64_t now_ns, uintptr_t sp, bool sp_on_stack);
 
 /* Whether a's thread (another thread's account: the host's registry) belongs to this
  * process's generation and is registered: a fork child's copies of its parent's other
@@ -216,6 +242,7 @@ struct wall_clock_stats {
 	uint64_t wait_samples;	   /* samples of waits recorded */
 	uint64_t running_samples;  /* samples of running time recorded */
 	uint64_t deferred_samples; /* wait samples refused by the budget (left pending) */
+	uint64_t abandoned_waits;  /* waits left without an end (siglongjmp) */
 };
 void wall_clock_get_stats(struct wall_clock_stats *out);
 void wall_clock_count_sample(bool wait);

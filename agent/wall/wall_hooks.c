@@ -59,6 +59,14 @@ static struct {
 	int (*sem_timedwait)(sem_t *, const struct timespec *);
 	int (*sem_clockwait)(sem_t *, clockid_t, const struct timespec *);
 	int (*pthread_join)(pthread_t, void **);
+	/* The fortified variants that _FORTIFY_SOURCE (the distributions' default) makes
+	 * of read, recv, recvfrom, poll and ppoll when the buffer's size is known. */
+	ssize_t (*__read_chk)(int, void *, size_t, size_t);
+	ssize_t (*__recv_chk)(int, void *, size_t, size_t, int);
+	ssize_t (*__recvfrom_chk)(int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *);
+	int (*__poll_chk)(struct pollfd *, nfds_t, int, size_t);
+	int (*__ppoll_chk)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *,
+			   size_t);
 } orig;
 
 /* async-signal-safe */
@@ -68,22 +76,25 @@ static inline uint64_t now_ns(void)
 }
 
 /* async-signal-safe */
-void wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct unwind_regs *caller)
+bool wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct unwind_regs *caller)
 {
 	struct sampler_caller c;
 	if (!sampler_caller_begin(caller, &c))
-		return;
+		return false;
 	const uint64_t values[2] = {1, charge_ns};
 	sampler_caller_record_tagged(&c, PROFILE_WALL, values,
 				     PC_WALL_STATE_BASE + (uintptr_t)state);
 	sampler_caller_end(&c);
 	wall_clock_count_sample(true);
+	return true;
 }
 
 /* async-signal-safe. The body of every hook: the call, timed when this thread's account
  * takes it; errno as the call left it. */
 #define WAIT_HOOK(type, state, call)                                                               \
 	do {                                                                                       \
+		if (!wall_clock_on() || own_thread_is_self())                                      \
+			return (call);                                                             \
 		uint64_t t0_ = now_ns();                                                           \
 		struct wall_account *wa_ = WALL_WAIT_BEGIN(t0_, (state));                          \
 		if (!wa_)                                                                          \

@@ -6,7 +6,8 @@
  * recv, recvfrom, recvmsg, write, writev, send, sendto, sendmsg, accept, accept4,
  * connect, poll, ppoll, select, pselect, epoll_wait, epoll_pwait, nanosleep,
  * clock_nanosleep, usleep, sleep, waitpid, wait, sem_wait, sem_timedwait,
- * sem_clockwait, pthread_join), the process's originals they call, and the recording of
+ * sem_clockwait, pthread_join, and the fortified __read_chk, __recv_chk,
+ * __recvfrom_chk, __poll_chk, __ppoll_chk), the process's originals they call, and the recording of
  * a wall sample at a hook's caller (for these hooks and the lock hooks', which time
  * mutex and condition waits: agent/lock/lock_hooks.h). Like the other hooks they are
  * reached through the modules' GOT slots (agent/alloc/hook_set.h), never through
@@ -39,15 +40,17 @@ bool wall_hooks_rescan_wanted(void);
 uint64_t wall_hooks_service(uint64_t now_ns);
 
 /* async-signal-safe. Records a wall sample of charge_ns in state at the stack of a
- * hook's caller (caller: HOOK_CALLER_REGS in the hook). */
-void wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct unwind_regs *caller);
+ * hook's caller (caller: HOOK_CALLER_REGS in the hook); false when it cannot (sampling
+ * off, or this thread already recording: an application's signal handler that blocks
+ * while a hook of this thread unwinds). */
+bool wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct unwind_regs *caller);
 
 /* async-signal-safe. Begins a wait at t0 in state (wall_clock_wait_begin with the hook
  * caller's registers). A macro: HOOK_CALLER_REGS must be read in the hook's own frame. */
 #define WALL_WAIT_BEGIN(t0, state)                                                                 \
 	({                                                                                         \
 		struct unwind_regs wr_ = HOOK_CALLER_REGS();                                       \
-		wall_clock_wait_begin((t0), (state), &wr_);                                        \
+		wall_clock_wait_begin((t0), (state), &wr_, (uintptr_t)__builtin_frame_address(0)); \
 	})
 
 /* async-signal-safe. Closes the wait a hook began with WALL_WAIT_BEGIN (a: its result,
@@ -65,7 +68,10 @@ void wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct u
 			uint64_t c_ = wall_clock_waited(a_, (t0), (from), (t1));                   \
 			if (__builtin_expect(c_ != 0, 0)) {                                        \
 				struct unwind_regs r_ = HOOK_CALLER_REGS();                        \
-				wall_hooks_record(c_, (state), &r_);                               \
+				if (!wall_hooks_record(c_, (state), &r_))                          \
+					/* Not recorded (nested in a recording): kept. */          \
+					atomic_fetch_add_explicit(&a_->pending, c_,                \
+								  memory_order_relaxed);           \
 			}                                                                          \
 			/* Pairs with the sampling handler's read of busy, on this thread. */      \
 			atomic_signal_fence(memory_order_seq_cst);                                 \

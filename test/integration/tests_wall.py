@@ -149,6 +149,42 @@ def test_a_thousand_idle_threads_are_accounted_within_the_sample_budget(ctx):
         ", ".join("%.4f" % r for r in ratios), t["diag_wall_wait_samples"])
 
 
+def test_a_wait_left_by_siglongjmp_does_not_silence_its_thread(ctx):
+    """A thread blocked in read is interrupted by a signal whose handler siglongjmps out
+    of the read (its hook never ends its wait), then sleeps 1 s in nanosleep: those
+    waits are in the profile, within 5% of what the program measured, on after_jump's
+    stack (the next hook finds the abandoned one and restarts the thread's account)."""
+    stdout, profs, _files = run_wall(ctx, "longjmp", ["longjmp"],
+                                     {"DD_PROFILING_WALL_INTERVAL": "0.001"})
+    m = re.search(r"^thread after_jump (\d+) (\d+)$", stdout, re.M)
+    check(m, "no after_jump line: %r" % stdout)
+    tid, slept = int(m.group(1)), int(m.group(2))
+    got = wall_by(profs, lambda s: (s["labels"].get("thread id"), s["labels"].get("state"),
+                                    "after_jump" in s["frames"])).get((tid, "nanosleep", True), 0)
+    check(abs(got / slept - 1) <= 0.05, "after the jump: %d ns of nanosleep on after_jump's "
+          "stack, %d ns slept" % (got, slept))
+    return "nanosleep after the jump: %.4f of the time slept" % (got / slept)
+
+
+def test_a_signal_handler_that_blocks_inside_a_wait_is_not_counted_twice(ctx):
+    """A thread blocked 1 s in read gets a signal whose handler sleeps 100 ms in
+    nanosleep (SA_RESTART: the read goes on): the thread's wall-time is its lifetime
+    within 5%, all of it in read (the handler's nanosleep, inside the read's wait, goes
+    untimed rather than counted twice)."""
+    stdout, profs, _files = run_wall(ctx, "nested", ["nested"])
+    m = re.search(r"^thread read_pipe (\d+) (\d+)$", stdout, re.M)
+    check(m, "no read_pipe line: %r" % stdout)
+    tid, life = int(m.group(1)), int(m.group(2))
+    per = wall_by(profs, lambda s: (s["labels"].get("thread id"), s["labels"].get("state")))
+    total = sum(v for (t, _s), v in per.items() if t == tid)
+    in_read = per.get((tid, "read"), 0)
+    check(abs(total / life - 1) <= 0.05, "read_pipe: wall-time %d ns of %d ns lived: %r"
+          % (total, life, {k: v for k, v in per.items() if k[0] == tid}))
+    check(in_read >= 0.95 * total, "read_pipe: %d ns in read of %d: %r"
+          % (in_read, total, {k: v for k, v in per.items() if k[0] == tid}))
+    return "wall-time / lifetime %.4f, %.1f%% in read" % (total / life, 100.0 * in_read / total)
+
+
 def test_wall_profiler_never_interrupts_a_blocking_call(ctx):
     """Threads looping on poll, epoll_wait, nanosleep, select and read (1-2 ms timeouts)
     for 3 s with the wall profile at 1 ms: zero EINTR in the program's own counters, and

@@ -62,16 +62,16 @@ START_TEST(test_running_is_the_time_between_waits)
 	a->busy = 1;
 	wall_clock_waited(a, 103 * MS, 103 * MS, 108 * MS);
 	a->busy = 0;
-	ck_assert_uint_eq(wall_clock_running(110 * MS), 5 * MS);
+	ck_assert_uint_eq(wall_clock_running(110 * MS, 0, false), 5 * MS);
 	/* The next charge starts there. */
-	ck_assert_uint_eq(wall_clock_running(117 * MS), 7 * MS);
+	ck_assert_uint_eq(wall_clock_running(117 * MS, 0, false), 7 * MS);
 	/* While a hook measures (a CPU sample inside a read that copies), nothing: the
 	 * hook's wait holds that time. */
 	a->busy = 1;
-	ck_assert_uint_eq(wall_clock_running(130 * MS), 0);
+	ck_assert_uint_eq(wall_clock_running(130 * MS, 0, false), 0);
 	wall_clock_waited(a, 117 * MS, 117 * MS, 130 * MS);
 	a->busy = 0;
-	ck_assert_uint_eq(wall_clock_running(131 * MS), 1 * MS);
+	ck_assert_uint_eq(wall_clock_running(131 * MS, 0, false), 1 * MS);
 }
 END_TEST
 
@@ -107,22 +107,55 @@ START_TEST(test_interval_out_of_range_takes_the_default)
 	wall_clock_configure(false, 1 * MS);
 	ck_assert(!wall_clock_on());
 	struct unwind_regs r = {0};
-	ck_assert_ptr_null(wall_clock_wait_begin(1, WALL_READ, &r));
+	ck_assert_ptr_null(wall_clock_wait_begin(1, WALL_READ, &r, 0x7f0000000000));
 }
 END_TEST
 
-START_TEST(test_a_hook_inside_a_hook_is_not_measured_twice)
+START_TEST(test_a_sample_inside_a_wait_charges_nothing)
 {
 	wall_clock_configure(true, 10 * MS);
 	atomic_store(&wall_clock_tls.gen, 0);
 	struct unwind_regs r = {0};
-	struct wall_account *a = wall_clock_wait_begin(10 * MS, WALL_READ, &r);
+	const uintptr_t frame = 0x7f0000100000;
+	struct wall_account *a = wall_clock_wait_begin(10 * MS, WALL_READ, &r, frame);
 	ck_assert_ptr_nonnull(a);
-	/* An application's signal handler that blocks inside the wait. */
-	ck_assert_ptr_null(wall_clock_wait_begin(11 * MS, WALL_POLL, &r));
+	/* A sampling signal inside the wait (below the hook's frame): nothing, and the
+	 * wait stays the hook's. */
+	ck_assert_uint_eq(wall_clock_running(12 * MS, frame - 0x800, true), 0);
+	ck_assert_uint_eq(a->busy, frame);
 	a->busy = 0;
-	ck_assert_ptr_nonnull(wall_clock_wait_begin(12 * MS, WALL_READ, &r));
-	wall_clock_tls.busy = 0;
+}
+END_TEST
+
+START_TEST(test_a_hook_left_by_siglongjmp_is_abandoned)
+{
+	wall_clock_configure(true, 10 * MS);
+	atomic_store(&wall_clock_tls.gen, 0);
+	struct unwind_regs r = {0};
+	const uintptr_t frame = 0x7f0000100000;
+	struct wall_account *a = wall_clock_wait_begin(10 * MS, WALL_READ, &r, frame);
+	ck_assert_ptr_nonnull(a);
+	struct wall_clock_stats s0, s1;
+	wall_clock_get_stats(&s0);
+	/* The handler jumped out of the read: the next hook, outside any of the
+	 * application's signal handlers, finds the busy one gone and restarts the
+	 * account. (One inside a handler that interrupted the wait would go untimed:
+	 * app_signals_in_handler, tests_wall.py.) */
+	ck_assert_ptr_nonnull(wall_clock_wait_begin(30 * MS, WALL_READ, &r, frame));
+	ck_assert_uint_eq(a->busy, frame);
+	ck_assert_uint_eq(a->run_mark, 30 * MS);
+	a->busy = frame;
+	/* A CPU sample above the frame, on the thread's stack, finds it gone too. */
+	ck_assert_uint_eq(wall_clock_running(40 * MS, frame + 0x100, true), 0);
+	ck_assert_uint_eq(a->busy, 0);
+	ck_assert_uint_eq(wall_clock_running(45 * MS, frame + 0x100, true), 5 * MS);
+	/* Off the thread's stack (an alternate signal stack): no conclusion drawn. */
+	a->busy = frame;
+	ck_assert_uint_eq(wall_clock_running(50 * MS, frame + 0x100, false), 0);
+	ck_assert_uint_eq(a->busy, frame);
+	a->busy = 0;
+	wall_clock_get_stats(&s1);
+	ck_assert_uint_eq(s1.abandoned_waits - s0.abandoned_waits, 2);
 }
 END_TEST
 
@@ -202,7 +235,8 @@ static Suite *wall_clock_suite(void)
 	tcase_add_test(tc, test_running_is_the_time_between_waits);
 	tcase_add_test(tc, test_a_fork_child_starts_its_account_afresh);
 	tcase_add_test(tc, test_interval_out_of_range_takes_the_default);
-	tcase_add_test(tc, test_a_hook_inside_a_hook_is_not_measured_twice);
+	tcase_add_test(tc, test_a_sample_inside_a_wait_charges_nothing);
+	tcase_add_test(tc, test_a_hook_left_by_siglongjmp_is_abandoned);
 	tcase_add_test(tc, test_state_tags_are_synthetic_pcs_with_names);
 	tcase_add_test(tc, test_the_budget_bounds_the_samples_of_many_waiting_threads);
 	suite_add_tcase(s, tc);

@@ -12,6 +12,15 @@
  *       five threads call poll, epoll_wait, nanosleep, select and read (a socket with a
  *       receive timeout) with 1-2 ms timeouts in a loop, counting each call and each
  *       EINTR. Prints "calls_<call> N" and "eintr_<call> N".
+ *   wall_threads longjmp
+ *       a thread blocked in read on a pipe is interrupted by a signal whose handler
+ *       siglongjmps out of the read (as programs with alarm-based timeouts do), then
+ *       sleeps in nanosleep (20 ms at a time) for 1 s in after_jump. Prints
+ *       "thread after_jump <tid> <ns it slept after the jump>".
+ *   wall_threads nested
+ *       a thread blocked 1 s in read on a pipe (read_pipe) receives a signal whose
+ *       handler sleeps 100 ms in nanosleep and returns (SA_RESTART: the read goes
+ *       on). Prints "thread read_pipe <tid> <lifetime ns>".
  *   wall_threads idle <threads> [seconds=3]
  *       the given number of threads wait in pthread_cond_wait (woken every 100 ms)
  *       while one thread burns CPU; prints the process's CPU time.
@@ -20,6 +29,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -238,6 +249,91 @@ static int run_eintr(double seconds)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- longjmp */
+
+static sigjmp_buf jump_env;
+static atomic_int jumper_tid;
+
+static void jump_handler(int sig)
+{
+	(void)sig;
+	siglongjmp(jump_env, 1);
+}
+
+static __attribute__((noinline)) uint64_t after_jump(void)
+{
+	uint64_t t0 = now_ns();
+	while (now_ns() - t0 < 1000000000ULL) {
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return now_ns() - t0;
+}
+
+static void *jumper_main(void *arg)
+{
+	(void)arg;
+	atomic_store(&jumper_tid, (int)syscall(SYS_gettid));
+	if (sigsetjmp(jump_env, 1) == 0) {
+		char c;
+		for (;;)
+			if (read(pipefd[0], &c, 1) >= 0 || errno != EINTR)
+				break;
+		return NULL; /* not reached: the handler jumps out of the read */
+	}
+	uint64_t slept = after_jump();
+	printf("thread after_jump %d %llu\n", atomic_load(&jumper_tid), (unsigned long long)slept);
+	return NULL;
+}
+
+static int run_longjmp(void)
+{
+	struct sigaction sa = {.sa_handler = jump_handler};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	if (pipe(pipefd) != 0)
+		return 1;
+	pthread_t t;
+	pthread_create(&t, NULL, jumper_main, NULL);
+	struct timespec ts = {0, 200 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	pthread_kill(t, SIGUSR1);
+	pthread_join(t, NULL);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- nested */
+
+static void sleepy_handler(int sig)
+{
+	(void)sig;
+	struct timespec ts = {0, 100 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+}
+
+static int run_nested(void)
+{
+	struct sigaction sa = {.sa_handler = sleepy_handler, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR2, &sa, NULL);
+	if (pipe(pipefd) != 0)
+		return 1;
+	static struct life l = {.name = "read_pipe"};
+	pthread_t t;
+	pthread_create(&t, NULL, state_main, &l);
+	struct timespec ts = {0, 300 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	pthread_kill(t, SIGUSR2);
+	ts.tv_nsec = 700 * 1000 * 1000;
+	nanosleep(&ts, NULL);
+	char c = 'x';
+	if (write(pipefd[1], &c, 1) != 1)
+		return 1;
+	pthread_join(t, NULL);
+	printf("thread %s %d %llu\n", l.name, l.tid, (unsigned long long)(l.end - l.start));
+	return 0;
+}
+
 /* ---------------------------------------------------------------- idle */
 
 static __attribute__((noinline)) void idle_wait(void)
@@ -307,10 +403,14 @@ int main(int argc, char **argv)
 		rc = run_states(argc > 2 ? atof(argv[2]) : 3.0);
 	else if (!strcmp(mode, "eintr"))
 		rc = run_eintr(argc > 2 ? atof(argv[2]) : 3.0);
+	else if (!strcmp(mode, "longjmp"))
+		rc = run_longjmp();
+	else if (!strcmp(mode, "nested"))
+		rc = run_nested();
 	else if (!strcmp(mode, "idle"))
 		rc = run_idle(argc > 2 ? atoi(argv[2]) : 10, argc > 3 ? atof(argv[3]) : 3.0);
 	else {
-		fprintf(stderr, "usage: wall_threads states|eintr|idle ...\n");
+		fprintf(stderr, "usage: wall_threads states|eintr|longjmp|nested|idle ...\n");
 		return 2;
 	}
 	print_wall_diagnostics();
