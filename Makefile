@@ -147,7 +147,7 @@ $(BUILD)/pprof-dump: test/tools/pprof_dump.c $(TOOL_LIB_OBJS)
 	@$(CC) $(BASE_CFLAGS) $^ -o $@ -lz
 
 # Workloads keep frame pointers so the frame-pointer unwinder sees whole stacks.
-$(BUILD)/workloads/%: test/workloads/%.c preload/ddprof.h
+$(BUILD)/workloads/%: test/workloads/%.c preload/ddprof.h test/workloads/agent_diag.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-shrink-wrap -fno-optimize-sibling-calls -pthread -Wall -Werror $< -o $@ -lm

@@ -36,7 +36,8 @@ bool agent_snapshot_take(struct profile_pair *pp, uint64_t now_ns, struct agent_
 	live_heap_add_to(p);
 	/* The waits in progress, up to now (agent/wall/wall_threads.h). */
 	if (wall_clock_on())
-		wall_threads_charge_open(p, clock_now_ns(CLOCK_MONOTONIC), unwind_dwarf);
+		wall_threads_charge_open(p, clock_now_ns(CLOCK_MONOTONIC), WALL_THREADS_OPEN_MIN_NS,
+					 unwind_dwarf);
 	s->start_ns = profiles_start_ns(p);
 	s->end_ns = now_ns;
 	s->period_ns = sampler_period_ns();

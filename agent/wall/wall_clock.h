@@ -43,7 +43,7 @@
 #define WALL_CLOCK_DEFAULT_INTERVAL_NS (10ULL * 1000 * 1000)
 /* The process's wait samples per interval, at most: as many as this many threads that
  * always wait would take (wall_clock.c: the budget). */
-#define WALL_CLOCK_BUDGET_THREADS 8
+#define WALL_CLOCK_BUDGET_THREADS 4
 
 /* What a thread did during the wall time of a sample: the call it waited in, or
  * WALL_RUNNING. The name is the sample's "state" label. */

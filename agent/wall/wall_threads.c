@@ -19,10 +19,6 @@ static _Atomic uint32_t high_water;
 static _Atomic(struct wall_account *) reading;
 static _Atomic uint64_t unregistered, open_charged;
 
-/* An open wait younger than this is left to its thread: it will likely return soon, and
- * a snapshot should not cost an unwind per briefly waiting thread. */
-#define OPEN_MIN_NS (1ULL * 1000 * 1000)
-
 void wall_threads_begin(void)
 {
 	if (!wall_clock_on())
@@ -82,7 +78,8 @@ void wall_threads_end(void)
 		__builtin_ia32_pause();
 }
 
-uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, unwinder_fn unwind)
+uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, uint64_t min_open_ns,
+				  unwinder_fn unwind)
 {
 	static uintptr_t pcs[UNWIND_MAX_DEPTH];
 	uint32_t charged = 0;
@@ -102,7 +99,7 @@ uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, unwinder_f
 		/* Acquire pairs with the hook's release store: the registers and state are
 		 * those of the wait that opened at c. */
 		uint64_t c = atomic_load_explicit(&a->open_since, memory_order_acquire);
-		if (c != 0 && c + OPEN_MIN_NS <= now_ns) {
+		if (c != 0 && c + min_open_ns <= now_ns) {
 			struct unwind_regs regs = {
 			    .pc = atomic_load_explicit(&a->wait_pc, memory_order_relaxed),
 			    .sp = atomic_load_explicit(&a->wait_sp, memory_order_relaxed),

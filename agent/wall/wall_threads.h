@@ -40,11 +40,19 @@ void wall_threads_begin(void);
  * and waits for the host to be done with its account. */
 void wall_threads_end(void);
 
-/* The host thread, at a snapshot: charges every registered thread's open wait up to
- * now_ns (CLOCK_MONOTONIC, read before the call) into p (swapped out: no handler writes
- * it), on the stacks unwind returns (unwind_dwarf; a test's own). Returns the waits
- * charged. */
-uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, unwinder_fn unwind);
+/* The snapshot's min_open_ns: an open wait younger than this is left to its thread,
+ * which charges it to the next profile when it returns. A snapshot should not cost an
+ * unwind per thread that waits briefly (idle workers woken every few tens of
+ * milliseconds), and what moves across a snapshot this way moves both ways, so a
+ * profile's total stays whole on average. */
+#define WALL_THREADS_OPEN_MIN_NS (50ULL * 1000 * 1000)
+
+/* The host thread, at a snapshot: charges every registered thread's wait open for at
+ * least min_open_ns up to now_ns (CLOCK_MONOTONIC, read before the call) into p
+ * (swapped out: no handler writes it), on the stacks unwind returns (unwind_dwarf; a
+ * test's own). Returns the waits charged. */
+uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, uint64_t min_open_ns,
+				  unwinder_fn unwind);
 
 /* Counters for diagnostics (relaxed). */
 uint64_t wall_threads_unregistered(void);

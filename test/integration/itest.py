@@ -249,6 +249,24 @@ def value_index(prof, name):
     raise TestFailure("sample type %s missing: %s" % (name, prof["sample_types"]))
 
 
+def numbers(stdout):
+    """The "name integer" lines a workload prints, as a dict."""
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and re.fullmatch(r"-?\d+", parts[1]):
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def files_by_pid(outdir):
+    """The profiles written to outdir, grouped by the pid in their names."""
+    by_pid = {}
+    for f in profile_files(outdir):
+        by_pid.setdefault(int(re.search(r"libddprof_(\d+)_", f).group(1)), []).append(f)
+    return by_pid
+
+
 def profile_files(outdir, pid=None):
     pat = "libddprof_%s_*.pprof" % (pid if pid is not None else "*")
     return sorted(glob.glob(os.path.join(outdir, pat)))

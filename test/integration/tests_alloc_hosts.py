@@ -8,7 +8,7 @@ import re
 import time
 
 from itest import (PRELOAD, PROFILER_FRAME, PYTHON, WORKLOADS, Gunicorn, check, dump,
-                   profile_files, run_profiled, value_index)
+                   files_by_pid, profile_files, run_profiled, value_index)
 from tests_alloc import rooted_space, truth
 
 ALLOC = os.path.join(WORKLOADS, "alloc_sites")
@@ -267,9 +267,7 @@ def test_gunicorn_workers_with_allocation_and_heap_profiles(ctx):
         master = g.master.pid
     check(rc == 0, "gunicorn master exit %d: %s" % (rc, stderr[-1000:]))
     check("libddprof" not in stderr, "agent messages: %s" % stderr[-1000:])
-    by_pid = {}
-    for f in profile_files(out):
-        by_pid.setdefault(int(re.search(r"libddprof_(\d+)_", f).group(1)), []).append(f)
+    by_pid = files_by_pid(out)
     check(master in by_pid, "no profile for the master %d" % master)
     mprofs = dump(by_pid[master])
     ai = value_index(mprofs[0], "alloc-space")

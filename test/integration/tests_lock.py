@@ -8,18 +8,9 @@ import re
 import subprocess
 import tempfile
 
-from itest import WORKLOADS, check, dump, profile_files, run_profiled, value_index
+from itest import WORKLOADS, check, dump, numbers, profile_files, run_profiled, value_index
 
 LOCK = os.path.join(WORKLOADS, "lock_contention")
-
-
-def numbers(stdout):
-    out = {}
-    for line in stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and re.fullmatch(r"-?\d+", parts[1]):
-            out[parts[0]] = int(parts[1])
-    return out
 
 
 def run_lock(ctx, name, args, env=None):

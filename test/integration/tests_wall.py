@@ -8,18 +8,10 @@ import re
 import subprocess
 import tempfile
 
-from itest import WORKLOADS, check, dump, profile_files, run_profiled, value_index
+from itest import (WORKLOADS, check, dump, files_by_pid, numbers, profile_files, run_profiled,
+                   value_index)
 
 WALL = os.path.join(WORKLOADS, "wall_threads")
-
-
-def numbers(stdout):
-    out = {}
-    for line in stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and re.fullmatch(r"-?\d+", parts[1]):
-            out[parts[0]] = int(parts[1])
-    return out
 
 
 def run_wall(ctx, name, args, env=None):
@@ -126,8 +118,8 @@ def test_a_thousand_idle_threads_are_accounted_within_the_sample_budget(ctx):
     """1000 threads in pthread_cond_timedwait (woken every 100 ms) and one burning CPU,
     4 s, uploads every second: each inner profile holds 1000 threads' worth of
     pthread_cond_timedwait wall-time (within 5% of 1000 x its duration), while the wait
-    samples the hooks took stay within the process's budget (8 threads' worth per 10 ms
-    interval: 800 a second, plus a burst of 80), not the 10 000 a second the waits
+    samples the hooks took stay within the process's budget (4 threads' worth per 10 ms
+    interval: 400 a second, plus a burst of 40), not the 10 000 a second the waits
     would ask for; the rest is carried in each thread's pending time and charged with
     its open wait at each snapshot."""
     stdout, profs, _files = run_wall(ctx, "idle", ["idle", "1000", "4"],
@@ -142,7 +134,7 @@ def test_a_thousand_idle_threads_are_accounted_within_the_sample_budget(ctx):
         ratios.append(r)
         check(abs(r - 1) <= 0.05, "profile at %d: idle wall-time %.4f of 1000 threads' "
               "duration: %r" % (p["time_nanos"], r, per))
-    budget = 800 * 4.1 + 80
+    budget = 400 * 4.1 + 40
     check(t.get("diag_wall_wait_samples", 0) <= budget, "%d wait samples, budget %d"
           % (t.get("diag_wall_wait_samples", 0), budget))
     return "idle wall-time / (1000 x duration) %s; %d wait samples in 4 s" % (
@@ -252,9 +244,7 @@ def test_gunicorn_workers_show_their_waits_in_the_wall_profile(ctx):
         master = g.master.pid
     check(rc == 0, "gunicorn master exit %d: %s" % (rc, stderr[-1000:]))
     check("libddprof" not in stderr, "agent messages: %s" % stderr[-1000:])
-    by_pid = {}
-    for f in profile_files(out):
-        by_pid.setdefault(int(re.search(r"libddprof_(\d+)_", f).group(1)), []).append(f)
+    by_pid = files_by_pid(out)
     workers = sorted({int(b) for b in bodies})
     lines = []
     for pid in [master] + workers:

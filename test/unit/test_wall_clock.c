@@ -218,8 +218,9 @@ START_TEST(test_the_budget_bounds_the_samples_of_many_waiting_threads)
 	}
 	pthread_barrier_destroy(&step);
 	wall_clock_get_stats(&s1);
-	/* 20 s of (simulated) time: at most 8 threads' worth per 10 ms interval, plus
-	 * one burst of 10 slots: 16 080 samples of the 40 000 the waits asked for. */
+	/* 20 s of (simulated) time: at most WALL_CLOCK_BUDGET_THREADS threads' worth per
+	 * 10 ms interval, plus one burst of 10 slots, of the 40 000 samples the waits
+	 * asked for. */
 	uint64_t bound = WALL_CLOCK_BUDGET_THREADS * (20000 / 10 + 10);
 	ck_assert_msg(samples <= bound && samples >= bound * 9 / 10, "%llu samples, budget %llu",
 		      (unsigned long long)samples, (unsigned long long)bound);

@@ -48,7 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../preload/ddprof.h"
+#include "agent_diag.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
 
@@ -239,11 +239,8 @@ static void churn(uint64_t bytes, double seconds)
 /* The live heap's counters of ddprof_get_diagnostics, when the agent is there. */
 static void print_heap_diagnostics(void)
 {
-	int (*get)(struct ddprof_diagnostics *, size_t) =
-	    (int (*)(struct ddprof_diagnostics *, size_t))dlsym(RTLD_DEFAULT,
-								"ddprof_get_diagnostics");
 	struct ddprof_diagnostics d;
-	if (!get || get(&d, sizeof(d)) != 0)
+	if (!agent_diagnostics(&d))
 		return;
 	printf("diag_alloc_samples %llu\ndiag_heap_live_samples %llu\ndiag_heap_table_bytes "
 	       "%llu\ndiag_heap_table_overflows %llu\ndiag_heap_stacks %llu\n"

@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../preload/ddprof.h"
+#include "agent_diag.h"
 
 #define CONTENDED_NS 5000 /* a wait longer than this found the mutex held */
 
@@ -58,11 +58,8 @@ static void burn_until(uint64_t t)
 
 static void print_lock_diagnostics(void)
 {
-	int (*get)(struct ddprof_diagnostics *, size_t) =
-	    (int (*)(struct ddprof_diagnostics *, size_t))dlsym(RTLD_DEFAULT,
-								"ddprof_get_diagnostics");
 	struct ddprof_diagnostics d;
-	if (!get || get(&d, sizeof(d)) != 0)
+	if (!agent_diagnostics(&d))
 		return;
 	printf("diag_lock_hooks_installed %llu\ndiag_lock_contended %llu\ndiag_lock_samples "
 	       "%llu\ndiag_lock_cond_waits %llu\n",

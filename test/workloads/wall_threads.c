@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../preload/ddprof.h"
+#include "agent_diag.h"
 
 static uint64_t now_ns(void)
 {
@@ -59,11 +59,8 @@ static uint64_t now_ns(void)
 
 static void print_wall_diagnostics(void)
 {
-	int (*get)(struct ddprof_diagnostics *, size_t) =
-	    (int (*)(struct ddprof_diagnostics *, size_t))dlsym(RTLD_DEFAULT,
-								"ddprof_get_diagnostics");
 	struct ddprof_diagnostics d;
-	if (!get || get(&d, sizeof(d)) != 0)
+	if (!agent_diagnostics(&d))
 		return;
 	printf("diag_wall_hooks_installed %llu\ndiag_wall_wait_samples %llu\n"
 	       "diag_wall_running_samples %llu\n",
