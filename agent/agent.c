@@ -460,6 +460,9 @@ struct sandbox_state agent_sandbox_save(void)
 
 void agent_sandbox_enter(bool every_thread)
 {
+	/* The calling thread's id read now, before the filter: the sampling handler uses
+	 * the cached one from then on (agent/sample/sandbox.h). */
+	(void)sampler_gettid();
 	if (every_thread)
 		sandbox_enter_process();
 	else

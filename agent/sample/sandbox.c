@@ -7,7 +7,6 @@
 
 #include <stdatomic.h>
 
-#include "agent/sample/sampler.h"
 #include "agent/unwind/unwind.h"
 #include "common/fork_child.h"
 #include "common/log.h"
@@ -23,8 +22,6 @@ static _Atomic uint64_t skips;
 
 static void enter_common(void)
 {
-	/* Read the calling thread's id now: the handler uses the cached one from now on. */
-	(void)sampler_gettid();
 	if (!atomic_load_explicit(&any_sandboxed, memory_order_relaxed)) {
 		atomic_store_explicit(&any_sandboxed, true, memory_order_relaxed);
 		/* process_vm_readv is the one system call the handler makes. */

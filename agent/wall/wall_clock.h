@@ -35,7 +35,6 @@
 #include <stdint.h>
 
 #include "agent/alloc/alloc_sample.h"
-#include "agent/sample/app_signals.h"
 #include "agent/unwind/unwind.h"
 #include "common/own_thread.h"
 
@@ -170,13 +169,13 @@ void wall_clock_abandon(struct wall_account *a, uint64_t now_ns);
 struct wall_account *wall_clock_account(uint64_t now_ns);
 
 /* async-signal-safe. A hook begins a wait at t0 in state, its caller's registers in
- * regs: the calling thread's account, marked busy, to end the wait with (WALL_WAIT_END,
- * agent/wall/wall_hooks.h); NULL when the wall profile is off, on the profiler's own
- * threads, and when a hook of this thread is already measuring (a signal handler of
- * the application that blocks inside a wait: the outer wait counts its time). */
+ * regs, its frame address in frame: the calling thread's account, marked busy, to end the wait with
+ * (WALL_WAIT_END, agent/wall/wall_hooks.h); NULL when the wall profile is off, on the profiler's
+ * own threads, and when a hook of this thread is already measuring (a signal handler of the
+ * application that blocks inside a wait: the outer wait counts its time). */
 static inline struct wall_account *wall_clock_wait_begin(uint64_t t0, enum wall_state state,
 							 const struct unwind_regs *regs,
-							 uintptr_t frame)
+							 uintptr_t frame, bool (*in_handler)(void))
 {
 	if (!wall_clock_on() || own_thread_is_self())
 		return NULL;
@@ -186,8 +185,9 @@ static inline struct wall_account *wall_clock_wait_begin(uint64_t t0, enum wall_
 	if (a->busy) {
 		/* In one of the application's signal handlers (it interrupted the busy
 		 * hook's wait): nested, untimed. Outside any: the busy hook was left without
-		 * an end (its handler jumped out, agent/sample/app_signals.h). */
-		if (a->busy == WALL_BUSY_RESETTING || app_signals_in_handler())
+		 * an end (its handler jumped out). in_handler: app_signals_in_handler, given
+		 * by the hooks (agent/wall/wall_hooks.h). */
+		if (a->busy == WALL_BUSY_RESETTING || in_handler())
 			return NULL;
 		wall_clock_abandon(a, t0);
 	}

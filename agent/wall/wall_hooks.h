@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "agent/alloc/hook_set.h"
+#include "agent/sample/app_signals.h"
 #include "agent/unwind/unwind.h"
 #include "agent/wall/wall_clock.h"
 
@@ -50,7 +51,8 @@ bool wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct u
 #define WALL_WAIT_BEGIN(t0, state)                                                                 \
 	({                                                                                         \
 		struct unwind_regs wr_ = HOOK_CALLER_REGS();                                       \
-		wall_clock_wait_begin((t0), (state), &wr_, (uintptr_t)__builtin_frame_address(0)); \
+		wall_clock_wait_begin((t0), (state), &wr_, (uintptr_t)__builtin_frame_address(0),  \
+				      app_signals_in_handler);                                     \
 	})
 
 /* async-signal-safe. Closes the wait a hook began with WALL_WAIT_BEGIN (a: its result,

@@ -15,6 +15,12 @@
 
 #include "test/unit/check_run.h"
 
+/* No signal handler of an application runs in these tests. */
+static bool not_in_handler(void)
+{
+	return false;
+}
+
 #define MS (1000ULL * 1000)
 
 START_TEST(test_every_wait_is_charged_once_in_full)
@@ -107,7 +113,7 @@ START_TEST(test_interval_out_of_range_takes_the_default)
 	wall_clock_configure(false, 1 * MS);
 	ck_assert(!wall_clock_on());
 	struct unwind_regs r = {0};
-	ck_assert_ptr_null(wall_clock_wait_begin(1, WALL_READ, &r, 0x7f0000000000));
+	ck_assert_ptr_null(wall_clock_wait_begin(1, WALL_READ, &r, 0x7f0000000000, not_in_handler));
 }
 END_TEST
 
@@ -117,7 +123,8 @@ START_TEST(test_a_sample_inside_a_wait_charges_nothing)
 	atomic_store(&wall_clock_tls.gen, 0);
 	struct unwind_regs r = {0};
 	const uintptr_t frame = 0x7f0000100000;
-	struct wall_account *a = wall_clock_wait_begin(10 * MS, WALL_READ, &r, frame);
+	struct wall_account *a =
+	    wall_clock_wait_begin(10 * MS, WALL_READ, &r, frame, not_in_handler);
 	ck_assert_ptr_nonnull(a);
 	/* A sampling signal inside the wait (below the hook's frame): nothing, and the
 	 * wait stays the hook's. */
@@ -133,7 +140,8 @@ START_TEST(test_a_hook_left_by_siglongjmp_is_abandoned)
 	atomic_store(&wall_clock_tls.gen, 0);
 	struct unwind_regs r = {0};
 	const uintptr_t frame = 0x7f0000100000;
-	struct wall_account *a = wall_clock_wait_begin(10 * MS, WALL_READ, &r, frame);
+	struct wall_account *a =
+	    wall_clock_wait_begin(10 * MS, WALL_READ, &r, frame, not_in_handler);
 	ck_assert_ptr_nonnull(a);
 	struct wall_clock_stats s0, s1;
 	wall_clock_get_stats(&s0);
@@ -141,7 +149,7 @@ START_TEST(test_a_hook_left_by_siglongjmp_is_abandoned)
 	 * application's signal handlers, finds the busy one gone and restarts the
 	 * account. (One inside a handler that interrupted the wait would go untimed:
 	 * app_signals_in_handler, tests_wall.py.) */
-	ck_assert_ptr_nonnull(wall_clock_wait_begin(30 * MS, WALL_READ, &r, frame));
+	ck_assert_ptr_nonnull(wall_clock_wait_begin(30 * MS, WALL_READ, &r, frame, not_in_handler));
 	ck_assert_uint_eq(a->busy, frame);
 	ck_assert_uint_eq(a->run_mark, 30 * MS);
 	a->busy = frame;
