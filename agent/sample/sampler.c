@@ -240,8 +240,10 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	}
 	/* The interrupted sp must lie on the thread's own stack; on an alternate signal
 	 * stack or a coroutine stack we know only the leaf. */
-	if (regs.sp >= ts->stack_lo && regs.sp < ts->stack_hi)
+	if (regs.sp >= ts->stack_lo && regs.sp < ts->stack_hi) {
 		regs.stack_hi = ts->stack_hi;
+		regs.stack_lo = ts->stack_lo;
+	}
 	uintptr_t *pcs = tls_state.pcs;
 	uint32_t n = sampler_unwinder(&regs, pcs, UNWIND_MAX_DEPTH);
 	profiles_record(sampler_profiles, handler_tid(ts), pcs, n, weight);

@@ -39,7 +39,16 @@ struct unwind_regs {
 	uintptr_t sp;
 	uintptr_t fp;
 	uintptr_t stack_hi; /* exclusive top of the thread's stack; 0 = unknown */
+	/* The lowest address of the thread's stack when known (0 = unknown), given with an
+	 * interrupted context: its leaf's red zone (the 128 bytes below sp, which the ABI
+	 * leaves to the function and the kernel skips when it pushes a signal frame) is
+	 * then readable, where a function after its epilogue's `leave` still finds the
+	 * saved frame pointer its CFI points at. */
+	uintptr_t stack_lo;
 };
+
+/* The x86-64 System V red zone below the stack pointer. */
+#define UNWIND_RED_ZONE 128
 
 /* Unwinder statistics, per process (relaxed counters, any thread). */
 struct unwind_stats {

@@ -255,6 +255,10 @@ bool unwind_dwarf_enable_guarded_reads(const char *status_path)
 	return on;
 }
 
+/* The red zone is read only this far above the stack's lowest known address: a page,
+ * in case that address is a guard page's rather than the first usable one. */
+#define RED_ZONE_MARGIN 4096
+
 uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t max)
 {
 	if (max < 2) {
@@ -269,6 +273,9 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 	};
 	if (w.hi <= w.lo)
 		w.lo = w.hi = 0; /* not on the thread's own stack: every read guarded */
+	else if (regs->stack_lo && regs->sp >= regs->stack_lo &&
+		 regs->sp - regs->stack_lo >= UNWIND_RED_ZONE + RED_ZONE_MARGIN)
+		w.lo = regs->sp - UNWIND_RED_ZONE; /* the leaf's red zone (unwind.h) */
 	struct frame f = {regs->pc, regs->sp, regs->fp, true, true};
 	uint32_t n = 0;
 	pcs[n++] = f.pc ? f.pc : PC_UNKNOWN;
