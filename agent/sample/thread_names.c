@@ -1,11 +1,35 @@
 /*
- * thread_names.c - snapshots of thread names (see thread_names.h).
+ * thread_names.c - thread names: read from /proc, and their snapshots (see
+ * thread_names.h).
  * Context: normal context; lookups from any thread (the snapshot is immutable).
  */
 #include "agent/sample/thread_names.h"
 #include "common/big_alloc.h"
+#include "common/sys_io.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool thread_names_read(pid_t tid, char out[THREAD_NAME_MAX])
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = sys_read(fd, out, THREAD_NAME_MAX - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	out[n] = 0;
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = 0;
+	return true;
+}
 
 static int by_tid(const void *a, const void *b)
 {

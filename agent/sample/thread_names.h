@@ -1,10 +1,11 @@
 /*
- * thread_names.h - a snapshot of thread names: tid -> name, sorted, immutable once made.
+ * thread_names.h - a thread's name as the kernel holds it, and a snapshot of thread
+ * names: tid -> name, sorted, immutable once made.
  *
- * Owns: the value the thread registry hands a profile's encoder
- * (threads_snapshot_names, agent/sample/threads.h), so that encoding reads no live
- * agent state and the registry may forget ended threads whenever it likes.
- * Context: normal context (it allocates and frees); lookups from any thread.
+ * Owns: reading a name (/proc/self/task/<tid>/comm), and the value the thread registry hands a
+ * profile's encoder (threads_snapshot_names, agent/sample/threads.h), so that encoding reads no
+ * live agent state and the registry may forget ended threads whenever it likes. Context: normal
+ * context (it allocates and frees); lookups from any thread.
  */
 #ifndef DDPROF_AGENT_SAMPLE_THREAD_NAMES_H
 #define DDPROF_AGENT_SAMPLE_THREAD_NAMES_H
@@ -25,6 +26,10 @@ struct thread_names {
 	struct thread_name *v; /* sorted by tid, one per tid */
 	size_t n;
 };
+
+/* Normal context: tid's name (comm) into out, NUL-terminated; false when it cannot be
+ * read (the thread is gone). One open, read and close. */
+bool thread_names_read(pid_t tid, char out[THREAD_NAME_MAX]);
 
 /* Takes v (n entries, from big_malloc: common/big_alloc.h; any order, a tid possibly twice) into
  * out: sorted, one entry per tid, the live one where there are two. */

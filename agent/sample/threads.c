@@ -305,24 +305,6 @@ FORK_CHILD_PATH static int arm_locked(struct thread_entry *e, bool self, bool ex
 	return rc;
 }
 
-static bool read_comm(pid_t tid, char out[THREAD_NAME_MAX])
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = sys_read(fd, out, THREAD_NAME_MAX - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	out[n] = 0;
-	char *nl = strchr(out, '\n');
-	if (nl)
-		*nl = 0;
-	return true;
-}
-
 /* Registry lock held. */
 FORK_CHILD_PATH static void clear_pending(struct thread_entry *e)
 {
@@ -362,7 +344,7 @@ FORK_CHILD_PATH static int start_tid_locked(pid_t tid, bool self, bool exact)
 		if (e && rc != 0)
 			n_entries--; /* e is the last entry: drop it */
 		else if (e && !self)
-			read_comm(tid, e->name);
+			thread_names_read(tid, e->name);
 	}
 	return rc;
 }
@@ -665,7 +647,7 @@ void threads_refresh_names(void)
 	pthread_mutex_lock(registry_lock);
 	for (size_t i = 0; i < n_entries; i++)
 		if (entries[i].status == THREAD_LIVE)
-			read_comm(entries[i].tid, entries[i].name);
+			thread_names_read(entries[i].tid, entries[i].name);
 	pthread_mutex_unlock(registry_lock);
 }
 
