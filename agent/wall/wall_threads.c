@@ -99,7 +99,8 @@ uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, uint64_t m
 		/* Acquire pairs with the hook's release store: the registers and state are
 		 * those of the wait that opened at c. */
 		uint64_t c = atomic_load_explicit(&a->open_since, memory_order_acquire);
-		if (c != 0 && c + min_open_ns <= now_ns) {
+		uint64_t owed = atomic_load_explicit(&a->pending, memory_order_relaxed);
+		if (c != 0 && c <= now_ns && now_ns - c + owed >= min_open_ns) {
 			struct unwind_regs regs = {
 			    .pc = atomic_load_explicit(&a->wait_pc, memory_order_relaxed),
 			    .sp = atomic_load_explicit(&a->wait_sp, memory_order_relaxed),

@@ -40,15 +40,18 @@ void wall_threads_begin(void);
  * and waits for the host to be done with its account. */
 void wall_threads_end(void);
 
-/* The snapshot's min_open_ns: an open wait younger than this is left to its thread,
- * which charges it to the next profile when it returns. A snapshot should not cost an
- * unwind per thread that waits briefly (idle workers woken every few tens of
- * milliseconds), and what moves across a snapshot this way moves both ways, so a
- * profile's total stays whole on average. */
-#define WALL_THREADS_OPEN_MIN_NS (50ULL * 1000 * 1000)
+/* The snapshot's min_open_ns: a thread whose open wait and pending time (its earlier
+ * waits the budget refused) add up to less than this is left to charge them itself, to
+ * the next profile. Every other waiting thread is charged, however young its wait:
+ * threads woken together (a pool on one timeout) are in the same phase of their waits
+ * at every snapshot, so a threshold on the wait alone would leave most of a period's
+ * wall time out of some profiles and in others. The cost is at most one unwind per
+ * waiting thread per upload period. */
+#define WALL_THREADS_OPEN_MIN_NS (1000ULL * 1000)
 
-/* The host thread, at a snapshot: charges every registered thread's wait open for at
- * least min_open_ns up to now_ns (CLOCK_MONOTONIC, read before the call) into p
+/* The host thread, at a snapshot: charges every registered thread's open wait whose
+ * time plus its pending time reach min_open_ns, up to now_ns (CLOCK_MONOTONIC, read
+ * before the call) into p
  * (swapped out: no handler writes it), on the stacks unwind returns (unwind_dwarf; a
  * test's own). Returns the waits charged. */
 uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, uint64_t min_open_ns,

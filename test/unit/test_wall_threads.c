@@ -15,6 +15,7 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -145,6 +146,72 @@ START_TEST(test_every_waited_nanosecond_is_charged_once_by_the_thread_or_the_hos
 }
 END_TEST
 
+struct young_wait {
+	uint64_t pending;	    /* set as the budget's refusals would have left it */
+	_Atomic int phase;	    /* 1: the wait is open; 2: the host is done */
+	uint64_t charged_by_thread; /* what the thread charged as its wait ended */
+};
+
+/* Registers, carries `pending` ns of earlier refused waits, opens a wait and holds it
+ * open until the host has looked. */
+static void *young_wait_main(void *arg)
+{
+	struct young_wait *y = arg;
+	register_self();
+	struct wall_account *mine = &wall_clock_tls;
+	atomic_store(&mine->pending, y->pending);
+	struct unwind_regs regs = {.pc = STUB_PC + WALL_COND_TIMEDWAIT};
+	uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
+	struct wall_account *a = wall_clock_wait_begin(
+	    t0, WALL_COND_TIMEDWAIT, &regs, (uintptr_t)__builtin_frame_address(0), not_in_handler);
+	atomic_store(&y->phase, 1);
+	while (atomic_load(&y->phase) != 2)
+		sched_yield();
+	uint64_t from = wall_clock_wait_close(a, t0);
+	uint64_t t1 = clock_now_ns(CLOCK_MONOTONIC);
+	y->charged_by_thread = (t1 > from ? t1 - from : 0) + atomic_exchange(&mine->pending, 0);
+	a->busy = 0;
+	wall_threads_end();
+	return NULL;
+}
+
+/* Threads of a pool woken on one timeout are all early in their waits at some snapshot:
+ * the time the budget refused them must still go to that profile, with the young wait,
+ * or the profile misses most of the period's wall time. A thread owing less than the
+ * threshold is left to charge itself. */
+START_TEST(test_a_young_wait_is_charged_with_the_time_its_thread_owes)
+{
+	struct profile_pair pp;
+	ck_assert_int_eq(profiles_init(&pp, 64 << 20, 0), 0);
+	wall_clock_configure(true, 10 * 1000 * 1000);
+	struct profile *p = &pp.p[0];
+	const uint64_t min_open = 50ULL * 1000 * 1000;
+	struct young_wait owes = {.pending = 800ULL * 1000 * 1000};
+	struct young_wait owes_nothing = {.pending = 0};
+	struct young_wait *both[2] = {&owes, &owes_nothing};
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(pthread_create(&t[i], NULL, young_wait_main, both[i]), 0);
+		while (atomic_load(&both[i]->phase) != 1)
+			sched_yield();
+	}
+	/* Both waits are microseconds old, far below min_open. */
+	uint32_t n =
+	    wall_threads_charge_open(p, clock_now_ns(CLOCK_MONOTONIC), min_open, stub_unwind);
+	for (int i = 0; i < 2; i++) {
+		atomic_store(&both[i]->phase, 2);
+		pthread_join(t[i], NULL);
+	}
+	ck_assert_uint_eq(n, 1);
+	uint64_t by_host = profiles_total(p, PROFILE_WALL, 1);
+	ck_assert_msg(by_host >= owes.pending && by_host < owes.pending + min_open,
+		      "the host charged %llu ns for a thread owing %llu",
+		      (unsigned long long)by_host, (unsigned long long)owes.pending);
+	ck_assert_uint_lt(owes.charged_by_thread, min_open);
+	profiles_destroy(&pp);
+}
+END_TEST
+
 static void *unbounded_main(void *arg)
 {
 	(void)arg;
@@ -174,6 +241,7 @@ static Suite *wall_threads_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_every_waited_nanosecond_is_charged_once_by_the_thread_or_the_host);
 	tcase_add_test(tc, test_a_thread_without_a_known_stack_top_is_not_registered);
+	tcase_add_test(tc, test_a_young_wait_is_charged_with_the_time_its_thread_owes);
 	suite_add_tcase(s, tc);
 	return s;
 }
