@@ -74,103 +74,180 @@ static __attribute__((noinline)) void sampled(const struct lock_sample_weights *
 }
 
 /* async-signal-safe. Counts a wait of wait_ns that ended in an acquisition, and records
- * it when sampled; the profiler's own threads count nothing. A macro: HOOK_CALLER_REGS must
- * be read in the hook's own frame. */
-#define ACCOUNT(wait_ns)                                                                           \
+ * it when sampled; the profiler's own threads count nothing. caller: the hook's
+ * HOOK_CALLER_REGS (ACCOUNT reads them, in the hook's own frame, only when sampled). */
+#define ACCOUNT_AT(wait_ns, caller)                                                                \
 	do {                                                                                       \
 		if (atomic_load_explicit(&record_lock_waits, memory_order_relaxed) &&              \
 		    !own_thread_is_self()) {                                                       \
 			struct lock_sample_weights w_;                                             \
 			atomic_fetch_add_explicit(&contended, 1, memory_order_relaxed);            \
-			if (__builtin_expect(lock_sample_wait((wait_ns), &w_), 0)) {               \
-				struct unwind_regs r_ = HOOK_CALLER_REGS();                        \
-				sampled(&w_, &r_);                                                 \
-			}                                                                          \
+			if (__builtin_expect(lock_sample_wait((wait_ns), &w_), 0))                 \
+				sampled(&w_, (caller));                                            \
 		}                                                                                  \
 	} while (0)
+#define ACCOUNT(wait_ns) ACCOUNT_AT((wait_ns), &HOOK_CALLER_REGS())
 
-/* async-signal-safe. The body of every lock hook: try, and only when busy time the
- * blocking call (lock_hooks.h says what is returned). EOWNERDEAD from the try: the
- * lock is the caller's (a robust mutex whose owner died), returned as the blocking call
- * would have. Another error: the blocking call decides, untimed. */
-#define LOCK_HOOK(try_call, blocking_call, state)                                                  \
+/* async-signal-safe. The lock hooks: try, and only when busy time the blocking call
+ * (lock_hooks.h says what is returned). The uncontended path is the hook alone, a try
+ * and a return; everything else is in a function of its own (slow_*, below) that gets
+ * the hook's caller registers, so that the hook saves no register it does not use on
+ * that path. */
+#define LOCK_HOOK(try_call, slow_call)                                                             \
 	do {                                                                                       \
 		int rc_ = (try_call);                                                              \
 		if (__builtin_expect(rc_ == 0, 1))                                                 \
 			return 0;                                                                  \
-		if (rc_ != EBUSY)                                                                  \
-			return rc_ == EOWNERDEAD ? rc_ : (blocking_call);                          \
+		const struct unwind_regs caller_ = HOOK_CALLER_REGS();                             \
+		return (slow_call);                                                                \
+	} while (0)
+
+/* async-signal-safe. The body of a slow_* function: rc, what the try returned; caller,
+ * the hook's caller registers. EOWNERDEAD from the try: the lock is the caller's (a
+ * robust mutex whose owner died), returned as the blocking call would have. Another
+ * error than EBUSY: the blocking call decides, untimed. */
+#define LOCK_SLOW(rc, blocking_call, state, caller)                                                \
+	do {                                                                                       \
+		if ((rc) != EBUSY)                                                                 \
+			return (rc) == EOWNERDEAD ? (rc) : (blocking_call);                        \
 		uint64_t t0_ = now_ns();                                                           \
-		struct wall_account *wa_ = WALL_WAIT_BEGIN(t0_, (state));                          \
-		rc_ = (blocking_call);                                                             \
+		struct wall_account *wa_ = WALL_WAIT_BEGIN_AT(t0_, (state), (caller));             \
+		int rc_ = (blocking_call);                                                         \
 		uint64_t f_ = WALL_WAIT_CLOSE(wa_, t0_);                                           \
 		uint64_t t1_ = now_ns();                                                           \
 		if (rc_ == 0 || rc_ == EOWNERDEAD)                                                 \
-			ACCOUNT(t1_ - t0_);                                                        \
-		WALL_WAIT_END(wa_, t0_, f_, t1_, (state));                                         \
+			ACCOUNT_AT(t1_ - t0_, (caller));                                           \
+		WALL_WAIT_END_AT(wa_, t0_, f_, t1_, (state), (caller));                            \
 		return rc_;                                                                        \
 	} while (0)
 
 /* async-signal-safe */
+static __attribute__((noinline)) int slow_mutex_lock(pthread_mutex_t *m, int rc,
+						     const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.mutex_lock(m), WALL_MUTEX_LOCK, caller);
+}
+
+/* async-signal-safe */
 static __attribute__((noinline)) int hook_mutex_lock(pthread_mutex_t *m)
 {
-	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_lock(m), WALL_MUTEX_LOCK);
+	LOCK_HOOK(pthread_mutex_trylock(m), slow_mutex_lock(m, rc_, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) int slow_mutex_timedlock(pthread_mutex_t *m,
+							  const struct timespec *t, int rc,
+							  const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.mutex_timedlock(m, t), WALL_MUTEX_LOCK, caller);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_mutex_timedlock(pthread_mutex_t *m,
 							  const struct timespec *t)
 {
-	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_timedlock(m, t), WALL_MUTEX_LOCK);
+	LOCK_HOOK(pthread_mutex_trylock(m), slow_mutex_timedlock(m, t, rc_, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) int slow_mutex_clocklock(pthread_mutex_t *m, clockid_t clk,
+							  const struct timespec *t, int rc,
+							  const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.mutex_clocklock(m, clk, t), WALL_MUTEX_LOCK, caller);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_mutex_clocklock(pthread_mutex_t *m, clockid_t clk,
 							  const struct timespec *t)
 {
-	LOCK_HOOK(pthread_mutex_trylock(m), orig.mutex_clocklock(m, clk, t), WALL_MUTEX_LOCK);
+	LOCK_HOOK(pthread_mutex_trylock(m), slow_mutex_clocklock(m, clk, t, rc_, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) int slow_rwlock_rdlock(pthread_rwlock_t *l, int rc,
+							const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.rwlock_rdlock(l), WALL_RWLOCK_RDLOCK, caller);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_rdlock(pthread_rwlock_t *l)
 {
-	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_rdlock(l), WALL_RWLOCK_RDLOCK);
+	LOCK_HOOK(pthread_rwlock_tryrdlock(l), slow_rwlock_rdlock(l, rc_, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) int slow_rwlock_wrlock(pthread_rwlock_t *l, int rc,
+							const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.rwlock_wrlock(l), WALL_RWLOCK_WRLOCK, caller);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_wrlock(pthread_rwlock_t *l)
 {
-	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_wrlock(l), WALL_RWLOCK_WRLOCK);
+	LOCK_HOOK(pthread_rwlock_trywrlock(l), slow_rwlock_wrlock(l, rc_, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) int slow_rwlock_timedrdlock(pthread_rwlock_t *l,
+							     const struct timespec *t, int rc,
+							     const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.rwlock_timedrdlock(l, t), WALL_RWLOCK_RDLOCK, caller);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_timedrdlock(pthread_rwlock_t *l,
 							     const struct timespec *t)
 {
-	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_timedrdlock(l, t), WALL_RWLOCK_RDLOCK);
+	LOCK_HOOK(pthread_rwlock_tryrdlock(l), slow_rwlock_timedrdlock(l, t, rc_, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) int slow_rwlock_timedwrlock(pthread_rwlock_t *l,
+							     const struct timespec *t, int rc,
+							     const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.rwlock_timedwrlock(l, t), WALL_RWLOCK_WRLOCK, caller);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_timedwrlock(pthread_rwlock_t *l,
 							     const struct timespec *t)
 {
-	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_timedwrlock(l, t), WALL_RWLOCK_WRLOCK);
+	LOCK_HOOK(pthread_rwlock_trywrlock(l), slow_rwlock_timedwrlock(l, t, rc_, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) int slow_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t clk,
+							     const struct timespec *t, int rc,
+							     const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.rwlock_clockrdlock(l, clk, t), WALL_RWLOCK_RDLOCK, caller);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t clk,
 							     const struct timespec *t)
 {
-	LOCK_HOOK(pthread_rwlock_tryrdlock(l), orig.rwlock_clockrdlock(l, clk, t),
-		  WALL_RWLOCK_RDLOCK);
+	LOCK_HOOK(pthread_rwlock_tryrdlock(l), slow_rwlock_clockrdlock(l, clk, t, rc_, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) int slow_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t clk,
+							     const struct timespec *t, int rc,
+							     const struct unwind_regs *caller)
+{
+	LOCK_SLOW(rc, orig.rwlock_clockwrlock(l, clk, t), WALL_RWLOCK_WRLOCK, caller);
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t clk,
 							     const struct timespec *t)
 {
-	LOCK_HOOK(pthread_rwlock_trywrlock(l), orig.rwlock_clockwrlock(l, clk, t),
-		  WALL_RWLOCK_WRLOCK);
+	LOCK_HOOK(pthread_rwlock_trywrlock(l), slow_rwlock_clockwrlock(l, clk, t, rc_, &caller_));
 }
 
 /* ---------------------------------------------------------------- condition variables */

@@ -47,12 +47,17 @@ uint64_t wall_hooks_service(uint64_t now_ns);
 bool wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct unwind_regs *caller);
 
 /* async-signal-safe. Begins a wait at t0 in state (wall_clock_wait_begin with the hook
- * caller's registers). A macro: HOOK_CALLER_REGS must be read in the hook's own frame. */
+ * caller's registers). A macro: HOOK_CALLER_REGS must be read in the hook's own frame.
+ * The _AT form takes them read already (caller: a const struct unwind_regs *), for a
+ * hook whose waiting part is a function of its own (lock_hooks.c); the frame that marks
+ * the account busy is then that function's, which the wait is inside of. */
+#define WALL_WAIT_BEGIN_AT(t0, state, caller)                                                      \
+	wall_clock_wait_begin((t0), (state), (caller), (uintptr_t)__builtin_frame_address(0),      \
+			      app_signals_in_handler)
 #define WALL_WAIT_BEGIN(t0, state)                                                                 \
 	({                                                                                         \
 		struct unwind_regs wr_ = HOOK_CALLER_REGS();                                       \
-		wall_clock_wait_begin((t0), (state), &wr_, (uintptr_t)__builtin_frame_address(0),  \
-				      app_signals_in_handler);                                     \
+		WALL_WAIT_BEGIN_AT((t0), (state), &wr_);                                           \
 	})
 
 /* async-signal-safe. Closes the wait a hook began with WALL_WAIT_BEGIN (a: its result,
@@ -62,23 +67,25 @@ bool wall_hooks_record(uint64_t charge_ns, enum wall_state state, const struct u
 #define WALL_WAIT_CLOSE(a, t0) ((a) ? wall_clock_wait_close((a), (t0)) : (t0))
 
 /* async-signal-safe. Ends the wait at t1 (from: WALL_WAIT_CLOSE's), recording a sample
- * when one is due. A macro: HOOK_CALLER_REGS must be read in the hook's own frame. */
-#define WALL_WAIT_END(a, t0, from, t1, state)                                                      \
+ * when one is due. A macro: HOOK_CALLER_REGS must be read in the hook's own frame (the
+ * _AT form: read already, as WALL_WAIT_BEGIN_AT's). */
+#define WALL_WAIT_END_AT(a, t0, from, t1, state, caller)                                           \
 	do {                                                                                       \
 		struct wall_account *a_ = (a);                                                     \
 		if (a_) {                                                                          \
 			uint64_t c_ = wall_clock_waited(a_, (t0), (from), (t1));                   \
-			if (__builtin_expect(c_ != 0, 0)) {                                        \
-				struct unwind_regs r_ = HOOK_CALLER_REGS();                        \
-				if (!wall_hooks_record(c_, (state), &r_))                          \
-					/* Not recorded (nested in a recording): kept. */          \
-					atomic_fetch_add_explicit(&a_->pending, c_,                \
-								  memory_order_relaxed);           \
-			}                                                                          \
+			if (__builtin_expect(c_ != 0, 0) &&                                        \
+			    !wall_hooks_record(c_, (state), (caller)))                             \
+				/* Not recorded (nested in a recording): kept. */                  \
+				atomic_fetch_add_explicit(&a_->pending, c_, memory_order_relaxed); \
 			/* Pairs with the sampling handler's read of busy, on this thread. */      \
 			atomic_signal_fence(memory_order_seq_cst);                                 \
 			a_->busy = 0;                                                              \
 		}                                                                                  \
 	} while (0)
+/* The registers are read only when a sample is due (the compound literal is evaluated
+ * where it appears, in the hook's frame). */
+#define WALL_WAIT_END(a, t0, from, t1, state)                                                      \
+	WALL_WAIT_END_AT((a), (t0), (from), (t1), (state), &HOOK_CALLER_REGS())
 
 #endif
