@@ -14,15 +14,15 @@
  *    a share of about 7n / 255c of those addresses reads a slot too (n / 37c), until
  *    buckets fill up and overflow.
  *  - Before the control words, a coarser filter that keeps a free's read in the
- *    first-level cache: a count of the entries in each 64 KiB region of the address
- *    space (LIVE_TABLE_REGIONS counters, region number modulo their count). A free in a
- *    region without an entry, most of them while sampled allocations are sparse, reads
- *    only its counter: neighbouring regions share a cache line, and an application's
- *    frees stay in a few regions at a time, where the control word of a hashed bucket
- *    is anywhere in the array. The count is exact, never below the entries of the
- *    region: an insert raises it before the hook returns the address to the
- *    application (so before any free of it), and it is lowered only by the removal of
- *    an entry (or by an insert that placed none).
+ *    first-level cache: a count of the entries in each page (4 KiB region) of the
+ *    address space, on LIVE_TABLE_REGIONS counters (live_table_region: consecutive
+ *    pages on consecutive counters). A free in a page without an entry, most of them
+ *    while sampled allocations are sparse, reads only its counter: neighbouring pages
+ *    share a cache line, and an application's frees stay in a few pages at a time,
+ *    where the control word of a hashed bucket is anywhere in the array. The count is
+ *    exact, never below the entries of the region: an insert raises it before the hook
+ *    returns the address to the application (so before any free of it), and it is
+ *    lowered only by the removal of an entry (or by an insert that placed none).
  *  - An entry lives in its home bucket or, when that one is full, in one of the next
  *    LIVE_TABLE_PROBE_BUCKETS - 1 (each one passed counts the overflow). Past that the
  *    insert is refused and counted: a full table never blocks and never crashes.
@@ -68,9 +68,9 @@
  * suite checks how much). A lookup reads past its home bucket only while an entry
  * overflowed past it, the next control words most often on the same cache line. */
 #define LIVE_TABLE_PROBE_BUCKETS 32
-/* The regions of the coarse filter: 64 KiB each, 4096 counters (16 KiB, modulo
- * 256 MiB of address space). */
-#define LIVE_TABLE_REGION_SHIFT 16
+/* The regions of the coarse filter: 4 KiB each (a page: a tracked block makes only its
+ * own page's frees read further), 4096 counters (16 KiB). */
+#define LIVE_TABLE_REGION_SHIFT 12
 #define LIVE_TABLE_REGIONS 4096
 
 /* Addresses are below this: user space of 4-level page tables (x86-64: 47 bits,
@@ -162,10 +162,15 @@ static inline uint64_t live_table_hash(uintptr_t addr)
 	return (uint64_t)addr * 0x9e3779b97f4a7c15ULL;
 }
 
-/* async-signal-safe. addr's counter of the coarse filter. */
+/* async-signal-safe. addr's counter of the coarse filter: consecutive pages have
+ * consecutive counters (a run of frees reads one cache line), and each 16 MiB span
+ * starts at an offset hashed from its number, so that heaps at the same offset of
+ * aligned spans (glibc's thread arenas, 64 MiB-aligned) seldom share counters (which
+ * another thread's inserts would keep taking from this one's cache). */
 static inline uint64_t live_table_region(uintptr_t addr)
 {
-	return (addr >> LIVE_TABLE_REGION_SHIFT) & (LIVE_TABLE_REGIONS - 1);
+	uint64_t r = addr >> LIVE_TABLE_REGION_SHIFT;
+	return (r + (((r >> 12) * 0x9E3779B97F4A7C15ULL) >> 52)) & (LIVE_TABLE_REGIONS - 1);
 }
 
 /* async-signal-safe. addr's home bucket: the top bits of its hash scaled to nbuckets. */
