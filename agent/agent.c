@@ -431,7 +431,7 @@ FORK_CHILD_PATH void agent_atfork_child(own_thread_create_fn create)
 	if (lock_hooks_installed())
 		lock_hooks_after_fork_child();
 	if (wall_hooks_installed())
-		wall_clock_after_fork_child();
+		wall_threads_after_fork_child();
 }
 
 FORK_CHILD_PATH void agent_atfork_child_last(void)

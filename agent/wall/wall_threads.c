@@ -11,6 +11,7 @@
 #include "agent/sample/sampler.h"
 #include "agent/wall/wall_clock.h"
 #include "common/clock.h"
+#include "common/fork_child.h"
 
 static _Atomic(struct wall_account *) registry[WALL_THREADS_MAX];
 /* Slots in use are below it (never lowered: the host's scan bound). */
@@ -133,6 +134,26 @@ uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, uint64_t m
 	}
 	atomic_fetch_add_explicit(&open_charged, charged, memory_order_relaxed);
 	return charged;
+}
+
+FORK_CHILD_PATH void wall_threads_after_fork_child(void)
+{
+	/* The forking thread's copy of its account says whether it was registered, so
+	 * whether it has an end that unregisters it (wall_threads.h). */
+	bool was_registered =
+	    atomic_load_explicit(&wall_clock_tls.registered, memory_order_relaxed);
+	/* The parent's other threads are not in the child; their stacks, where their
+	 * accounts are, may be unmapped once the child starts threads of its own. The
+	 * host may have been reading one at the fork. Relaxed: the child has one thread. */
+	uint32_t hw = atomic_load_explicit(&high_water, memory_order_relaxed);
+	for (uint32_t i = 0; i < hw; i++)
+		if (atomic_load_explicit(&registry[i], memory_order_relaxed) != NULL)
+			atomic_store_explicit(&registry[i], NULL, memory_order_relaxed);
+	atomic_store_explicit(&high_water, 0, memory_order_relaxed);
+	atomic_store_explicit(&reading, NULL, memory_order_relaxed);
+	wall_clock_after_fork_child();
+	if (was_registered)
+		wall_threads_begin(); /* its account reset for the child, and registered */
 }
 
 uint64_t wall_threads_unregistered(void)

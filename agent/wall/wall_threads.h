@@ -57,6 +57,12 @@ void wall_threads_end(void);
 uint32_t wall_threads_charge_open(struct profile *p, uint64_t now_ns, uint64_t min_open_ns,
 				  unwinder_fn unwind);
 
+/* The fork child's handler, wall hooks installed, its only thread running: empties
+ * the registry of the parent's threads (none of them is in the child) and registers
+ * the forking thread again when the parent had it registered: its waits in the child
+ * are charged at the child's snapshots, as its parent's were. */
+void wall_threads_after_fork_child(void);
+
 /* Counters for diagnostics (relaxed). */
 uint64_t wall_threads_unregistered(void);
 uint64_t wall_threads_open_charged(void);

@@ -141,6 +141,45 @@ def test_a_thousand_idle_threads_are_accounted_within_the_sample_budget(ctx):
         ", ".join("%.4f" % r for r in ratios), t["diag_wall_wait_samples"])
 
 
+def test_a_fork_child_thread_is_charged_at_the_child_s_snapshots(ctx):
+    """A thread forks while four others wait; the child (its only thread) sleeps 2.5 s in
+    one nanosleep, uploads every second, then starts four threads that sleep 50 ms:
+    the child's profiles hold the sleep within 5% of what it measured, on
+    child_sleep's stack, and the profiles the child wrote before the sleep ended
+    already hold at least half of it (its thread is in the child's registry, charged
+    at each snapshot, not only when the call returns); its workers' sleeps are there
+    too (within 10%)."""
+    out = os.path.join(ctx.dir, "fork")
+    e = {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_WALL_ENABLED": "true",
+         "DD_PROFILING_UPLOAD_PERIOD": "1"}
+    rc, stdout, stderr, _cpu, _wall = run_profiled([WALL, "fork"], e)
+    check(rc == 0, "wall_threads fork: exit %d: %s" % (rc, stderr))
+    check("warning" not in stderr, "unexpected warning: %s" % stderr)
+    m = re.search(r"^child (\d+) (\d+) (\d+) (\d+)$", stdout, re.M)
+    check(m, "no child line: %r" % stdout)
+    pid, tid, slept, workers = (int(g) for g in m.groups())
+    files = files_by_pid(out).get(pid, [])
+    check(len(files) >= 2, "child %d wrote %d profiles" % (pid, len(files)))
+    profs = sorted(dump(files, stacks=True), key=lambda p: p["time_nanos"])
+
+    def sleep_of(ps):
+        return wall_by(ps, lambda s: (s["labels"].get("thread id"), s["labels"].get("state"),
+                                      "child_sleep" in s["frames"])).get((tid, "nanosleep", True), 0)
+
+    total = sleep_of(profs)
+    check(abs(total / slept - 1) <= 0.05, "child_sleep: %d ns in the child's profiles, %d ns "
+          "slept" % (total, slept))
+    early = sleep_of(profs[:-1])
+    check(early >= slept / 2, "child_sleep: %d ns of %d in the %d profiles before the last"
+          % (early, slept, len(profs) - 1))
+    got_workers = wall_by(profs, lambda s: (s["labels"].get("state"),
+                                            "child_worker" in s["frames"])).get(("nanosleep", True), 0)
+    check(abs(got_workers / workers - 1) <= 0.10, "child_worker: %d ns in the profiles, %d ns "
+          "slept" % (got_workers, workers))
+    return "child %d: child_sleep %.4f of the time slept, %.2f of it before the last profile; " \
+        "workers %.4f" % (pid, total / slept, early / slept, got_workers / workers)
+
+
 def test_a_wait_left_by_siglongjmp_does_not_silence_its_thread(ctx):
     """A thread blocked in read is interrupted by a signal whose handler siglongjmps out
     of the read (its hook never ends its wait), then sleeps 1 s in nanosleep: those

@@ -24,6 +24,14 @@
  *   wall_threads idle <threads> [seconds=3]
  *       the given number of threads wait in pthread_cond_wait (woken every 100 ms)
  *       while one thread burns CPU; prints the process's CPU time.
+ *   wall_threads fork
+ *       four threads wait in pthread_cond_wait while a fifth (forker) forks; the child
+ *       (forker's copy, its only thread) starts and joins a thread that does nothing
+ *       (the child's first pthread_create starts its uploader), sleeps 2.5 s in one
+ *       nanosleep in child_sleep, then starts four threads that sleep 50 ms each in nanosleep
+ *       (child_worker; they may take the stacks of the parent's threads) and exits.
+ *       The child prints "child <pid> <tid> <ns slept in child_sleep> <ns its workers
+ *       slept>"; the parent waits for it, then releases its threads.
  * Every mode ends with the wall counters of ddprof_get_diagnostics when the agent is
  * there. Lines are "name value".
  */
@@ -45,6 +53,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -392,6 +401,81 @@ static int run_idle(int n, double seconds)
 	return 0;
 }
 
+static __attribute__((noinline)) uint64_t child_sleep(void)
+{
+	uint64_t t0 = now_ns();
+	struct timespec ts = {2, 500 * 1000 * 1000};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+	return now_ns() - t0;
+}
+
+static __attribute__((noinline)) void *child_worker(void *arg)
+{
+	uint64_t t0 = now_ns();
+	struct timespec ts = {0, 50 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	*(uint64_t *)arg = now_ns() - t0;
+	return NULL;
+}
+
+static void *child_worker_nothing(void *arg)
+{
+	return arg;
+}
+
+static void *forker_main(void *arg)
+{
+	(void)arg;
+	pid_t pid = fork();
+	if (pid == 0) {
+		uint64_t nothing = 0;
+		pthread_t starter;
+		pthread_create(&starter, NULL, child_worker_nothing, &nothing);
+		pthread_join(starter, NULL);
+		uint64_t slept = child_sleep();
+		pthread_t t[4];
+		uint64_t ns[4] = {0}, workers = 0;
+		for (int i = 0; i < 4; i++)
+			pthread_create(&t[i], NULL, child_worker, &ns[i]);
+		for (int i = 0; i < 4; i++) {
+			pthread_join(t[i], NULL);
+			workers += ns[i];
+		}
+		printf("child %d %ld %llu %llu\n", (int)getpid(), (long)syscall(SYS_gettid),
+		       (unsigned long long)slept, (unsigned long long)workers);
+		print_wall_diagnostics();
+		fflush(stdout);
+		exit(0);
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return (void *)(intptr_t)(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1);
+}
+
+static int run_fork(void)
+{
+	pthread_t waiters[4], forker;
+	static struct life lives[4];
+	for (int i = 0; i < 4; i++) {
+		lives[i].name = "wait_cond";
+		pthread_create(&waiters[i], NULL, state_main, &lives[i]);
+	}
+	struct timespec ts = {0, 100 * 1000 * 1000};
+	nanosleep(&ts, NULL); /* the waiters are in their waits */
+	fflush(stdout);
+	void *rc = NULL;
+	pthread_create(&forker, NULL, forker_main, NULL);
+	pthread_join(forker, &rc);
+	pthread_mutex_lock(&mu);
+	released = true;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	for (int i = 0; i < 4; i++)
+		pthread_join(waiters[i], NULL);
+	return (int)(intptr_t)rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "states";
@@ -406,8 +490,10 @@ int main(int argc, char **argv)
 		rc = run_nested();
 	else if (!strcmp(mode, "idle"))
 		rc = run_idle(argc > 2 ? atoi(argv[2]) : 10, argc > 3 ? atof(argv[3]) : 3.0);
+	else if (!strcmp(mode, "fork"))
+		rc = run_fork();
 	else {
-		fprintf(stderr, "usage: wall_threads states|eintr|longjmp|nested|idle ...\n");
+		fprintf(stderr, "usage: wall_threads states|eintr|longjmp|nested|idle|fork ...\n");
 		return 2;
 	}
 	print_wall_diagnostics();
