@@ -262,8 +262,8 @@ ASAN_CORE_OBJS := $(filter-out $(ASAN_DIR)/obj/preload/%,$(ASAN_LIB_OBJS))
 ASAN_TOOL_OBJS := $(TOOL_LIB_SRCS:%.c=$(ASAN_DIR)/obj/%.o)
 ASAN_UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(ASAN_DIR)/test/%)
 ASAN_RUNTIME = $(shell $(ASAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)
-# The suites use the shared runtime too: with the static one the executable defines
-# malloc, and agent/hijack.c rightly finds no safe point in such a program.
+# The suites use the shared runtime too, as the preloaded library does in the
+# integration tests: with the static one the executable itself defines malloc.
 ASAN_SUITE_LDFLAGS = -shared-libasan -Wl,-rpath,$(dir $(ASAN_RUNTIME))
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
@@ -440,6 +440,7 @@ format:
 guards: all
 	@bash scripts/check-format $(FORMAT_FILES)
 	@/usr/bin/python3 scripts/check-layers
+	@bash scripts/check-generated
 	@bash scripts/test-guards
 
 clean:

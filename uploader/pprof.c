@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "agent/sample/thread_names.h"
-#include "agent/sample/threads.h"
 #include "agent/unwind/unwind.h"
 #include "agent/wall/wall_clock.h"
 #include "common/clock.h"

@@ -162,7 +162,7 @@ static __attribute__((noinline)) void *hook_pvalloc(size_t size)
 
 /* The table got_patch applies: the originals are resolved by it (dlsym) before any slot
  * points at a hook; an entry point it cannot resolve keeps its slots, and its hook is
- * never reached. free last: without the live heap it is left out (table_n), and the
+ * never reached. free last: without the live heap it is left out (TABLE_N), and the
  * application's frees do not pass through us. */
 static struct got_patch_entry table[] = {
     {"malloc", (void *)hook_malloc, (void **)&orig.malloc},

@@ -179,7 +179,7 @@ static void note_tag(struct dyn_tags *t, const Elf64_Dyn *e)
 	    {DT_VERSYM, T_VERSYM, offsetof(struct dyn_tags, versym)},
 	};
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
-		/* A repeated tag is refused (read_dynamic): which one a loader keeps is
+		/* A repeated tag is refused (got_image_read_dynamic): which one a loader keeps is
 		 * not ours to guess. */
 		if (e->d_tag == known[i].tag) {
 			if (HAS(t, known[i].bit))
