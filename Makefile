@@ -86,7 +86,7 @@ $(BUILD)/libddprof_core.a: $(CORE_OBJS)
 $(BUILD)/test/%: test/unit/%.c $(BUILD)/libddprof_core.a $(TOOL_LIB_OBJS) common/fork_child.ld
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	@$(CC) $(BASE_CFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ $(FORK_LD) \
+	@$(CC) $(BASE_CFLAGS) $(DEPFLAGS) $< $(TOOL_LIB_OBJS) $(BUILD)/libddprof_core.a -o $@ $(FORK_LD) \
 		$(CHECK_LIBS) $(TEST_LDLIBS)
 
 # The symbolizer suite links a C++ object (demangling) and loads fixtures: a -g
@@ -150,7 +150,7 @@ $(BUILD)/pprof-dump: test/tools/pprof_dump.c $(TOOL_LIB_OBJS)
 $(BUILD)/workloads/%: test/workloads/%.c preload/ddprof.h test/workloads/agent_diag.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-shrink-wrap -fno-optimize-sibling-calls -pthread -Wall -Werror $< -o $@ -lm
+	@$(CC) -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-shrink-wrap -fno-optimize-sibling-calls -pthread -Wall -Werror $(DEPFLAGS) $< -o $@ -lm
 
 # What most distribution binaries look like: no frame pointers, CFI only.
 $(BUILD)/workloads/omitfp_threads: test/workloads/omitfp_threads.c preload/ddprof.h
@@ -397,7 +397,7 @@ demo: deps
 $(BUILD)/bench/bench_handler: scripts/bench/bench_handler.c $(BUILD)/libddprof_core.a
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	@$(CC) $(BASE_CFLAGS) $< $(BUILD)/libddprof_core.a -o $@ $(LIB_LDLIBS)
+	@$(CC) $(BASE_CFLAGS) $(DEPFLAGS) $< $(BUILD)/libddprof_core.a -o $@ $(LIB_LDLIBS)
 
 # Benchmarks linking the core library (trie throughput, pprof serialization, the live
 # heap's table: the last one is run by hand, scripts/bench/run does not).
@@ -430,7 +430,8 @@ bench: deps
 
 # What clang-format keeps in shape (make format rewrites, make guards checks).
 FORMAT_FILES := $(LIB_SRCS) $(wildcard */*.h agent/*/*.h) $(UNIT_SRCS) $(wildcard test/unit/*.h) \
-	$(WORKLOAD_SRCS) $(WORKLOAD_SPECIAL)
+	$(WORKLOAD_SRCS) $(WORKLOAD_SPECIAL) $(wildcard test/workloads/*.h test/fuzz/*.c test/tools/*.c \
+	scripts/bench/*.c)
 
 format:
 	clang-format -i $(FORMAT_FILES)

@@ -184,8 +184,8 @@ int main(int argc, char **argv)
 		printf("fp %d %.1f %.2f %u\n", depth, fp, 1.0, seen_fp);
 		printf("dwarf %d %.1f %.2f %u\n", depth, dw, dw / fp, seen_dw);
 		printf("dwarf-nofp %d %.1f %.2f %u\n", depth, dw_nofp, dw_nofp / fp, seen_nofp);
-		printf("dwarf-nofp-no-table %d %.1f %.2f %u\n", depth, boot[d], boot[d] / boot_fp[d],
-		       seen_boot[d]);
+		printf("dwarf-nofp-no-table %d %.1f %.2f %u\n", depth, boot[d],
+		       boot[d] / boot_fp[d], seen_boot[d]);
 	}
 	printf("signal-delivery 0 %.1f 0\n", signal_round_trip());
 	return (int)(sink & 0);
