@@ -54,7 +54,8 @@ static __attribute__((noinline)) void sampled(void *p, uint64_t size, uint64_t w
 }
 
 /* async-signal-safe. Counts size bytes of the allocation p (NULL: it failed, nothing
- * to count) and records it when sampled. */
+ * to count) and records it when sampled (the realloc hooks, which count after the call:
+ * the old block's fate depends on it). */
 #define COUNT(p, size)                                                                             \
 	do {                                                                                       \
 		if (p) {                                                                           \
@@ -66,29 +67,84 @@ static __attribute__((noinline)) void sampled(void *p, uint64_t size, uint64_t w
 		}                                                                                  \
 	} while (0)
 
+/* async-signal-safe. The body of the allocating hooks: size bytes counted before the
+ * call, so that an allocation that holds no sample point (all but about one in
+ * interval / size) is a countdown and a tail call to the allocator, with no frame of
+ * ours left on the stack and no register saved; one that does goes to a slow_*
+ * function of its own with the hook's caller registers, which allocates and records.
+ * An allocation that then fails drops its sample (it allocated nothing), as rare as
+ * the failure. */
+#define COUNT_FIRST(size, fast_call, slow_call)                                                    \
+	do {                                                                                       \
+		if (__builtin_expect(!alloc_sample_due(size), 1))                                  \
+			return (fast_call);                                                        \
+		const struct unwind_regs caller_ = HOOK_CALLER_REGS();                             \
+		return (slow_call);                                                                \
+	} while (0)
+
+/* async-signal-safe. The weight of the allocation a slow_* function makes (0: the
+ * countdown ran out without a sample point in it). */
+#define SLOW_WEIGHT() alloc_sample_slow(&alloc_sample_tls)
+
+/* async-signal-safe. The slow_* bodies: p, the allocation; recorded when it succeeded
+ * and holds a sample point. */
+#define RECORD(p, size, w, caller)                                                                 \
+	do {                                                                                       \
+		if ((p) && (w))                                                                    \
+			sampled((p), (size), (w), (caller));                                       \
+	} while (0)
+
 /* async-signal-safe */
-static __attribute__((noinline)) void *hook_malloc(size_t size)
+static __attribute__((noinline)) void *slow_malloc(size_t size, const struct unwind_regs *caller)
 {
+	uint64_t w = SLOW_WEIGHT();
 	void *p = orig.malloc(size);
-	COUNT(p, size);
+	RECORD(p, size, w, caller);
 	return p;
 }
 
 /* async-signal-safe */
-static __attribute__((noinline)) void hook_free(void *p)
+static __attribute__((noinline)) void *hook_malloc(size_t size)
+{
+	COUNT_FIRST(size, orig.malloc(size), slow_malloc(size, &caller_));
+}
+
+/* async-signal-safe. A free the coarse filter could not clear. */
+static __attribute__((noinline)) void slow_free(void *p)
 {
 	/* Before the real free: once it returns, another thread may get p again. */
-	if (p)
-		live_heap_untrack((uintptr_t)p, NULL);
+	live_heap_untrack((uintptr_t)p, NULL);
 	orig.free(p);
+}
+
+/* async-signal-safe. Most frees are the filter's load and a tail call to free. Only
+ * installed with the live heap on (a table never initialized has only zero counts). */
+static __attribute__((noinline)) void hook_free(void *p)
+{
+	if (__builtin_expect(p != NULL && live_table_may_hold(&live_heap_table, (uintptr_t)p), 0)) {
+		slow_free(p);
+		return;
+	}
+	orig.free(p);
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) void *slow_calloc(size_t n, size_t size,
+						   const struct unwind_regs *caller)
+{
+	uint64_t w = SLOW_WEIGHT();
+	void *p = orig.calloc(n, size);
+	RECORD(p, n * size, w, caller); /* it succeeded: no overflow */
+	return p;
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) void *hook_calloc(size_t n, size_t size)
 {
-	void *p = orig.calloc(n, size);
-	COUNT(p, n * size); /* it succeeded: no overflow */
-	return p;
+	size_t bytes;
+	if (__builtin_mul_overflow(n, size, &bytes))
+		return orig.calloc(n, size); /* it fails: nothing to count */
+	COUNT_FIRST(bytes, orig.calloc(n, size), slow_calloc(n, size, &caller_));
 }
 
 /* async-signal-safe */
@@ -121,43 +177,83 @@ static __attribute__((noinline)) void *hook_reallocarray(void *old, size_t n, si
 }
 
 /* async-signal-safe */
+static __attribute__((noinline)) int slow_posix_memalign(void **out, size_t align, size_t size,
+							 const struct unwind_regs *caller)
+{
+	uint64_t w = SLOW_WEIGHT();
+	int rc = orig.posix_memalign(out, align, size);
+	RECORD(rc == 0 ? *out : NULL, size, w, caller);
+	return rc;
+}
+
+/* async-signal-safe */
 static __attribute__((noinline)) int hook_posix_memalign(void **out, size_t align, size_t size)
 {
-	int rc = orig.posix_memalign(out, align, size);
-	COUNT(rc == 0 ? *out : NULL, size);
-	return rc;
+	COUNT_FIRST(size, orig.posix_memalign(out, align, size),
+		    slow_posix_memalign(out, align, size, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) void *slow_aligned_alloc(size_t align, size_t size,
+							  const struct unwind_regs *caller)
+{
+	uint64_t w = SLOW_WEIGHT();
+	void *p = orig.aligned_alloc(align, size);
+	RECORD(p, size, w, caller);
+	return p;
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) void *hook_aligned_alloc(size_t align, size_t size)
 {
-	void *p = orig.aligned_alloc(align, size);
-	COUNT(p, size);
+	COUNT_FIRST(size, orig.aligned_alloc(align, size),
+		    slow_aligned_alloc(align, size, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) void *slow_memalign(size_t align, size_t size,
+						     const struct unwind_regs *caller)
+{
+	uint64_t w = SLOW_WEIGHT();
+	void *p = orig.memalign(align, size);
+	RECORD(p, size, w, caller);
 	return p;
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) void *hook_memalign(size_t align, size_t size)
 {
-	void *p = orig.memalign(align, size);
-	COUNT(p, size);
+	COUNT_FIRST(size, orig.memalign(align, size), slow_memalign(align, size, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) void *slow_valloc(size_t size, const struct unwind_regs *caller)
+{
+	uint64_t w = SLOW_WEIGHT();
+	void *p = orig.valloc(size);
+	RECORD(p, size, w, caller);
 	return p;
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) void *hook_valloc(size_t size)
 {
-	void *p = orig.valloc(size);
-	COUNT(p, size);
+	COUNT_FIRST(size, orig.valloc(size), slow_valloc(size, &caller_));
+}
+
+/* async-signal-safe */
+static __attribute__((noinline)) void *slow_pvalloc(size_t size, const struct unwind_regs *caller)
+{
+	uint64_t w = SLOW_WEIGHT();
+	void *p = orig.pvalloc(size);
+	RECORD(p, size, w, caller);
 	return p;
 }
 
 /* async-signal-safe */
 static __attribute__((noinline)) void *hook_pvalloc(size_t size)
 {
-	void *p = orig.pvalloc(size);
-	COUNT(p, size);
-	return p;
+	COUNT_FIRST(size, orig.pvalloc(size), slow_pvalloc(size, &caller_));
 }
 
 /* The table got_patch applies: the originals are resolved by it (dlsym) before any slot

@@ -19,6 +19,7 @@
 #define DDPROF_AGENT_ALLOC_ALLOC_SAMPLE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The default mean interval, as in Go, jemalloc and ddprof. */
@@ -40,17 +41,23 @@ uint64_t alloc_sample_interval(void);
 /* async-signal-safe. The slow path: the countdown reached 0. Returns the weight. */
 uint64_t alloc_sample_slow(struct alloc_sample_state *s);
 
+/* async-signal-safe. Counts size bytes against the calling thread's countdown; true
+ * when it ran out: the allocation may hold a sample point, and
+ * alloc_sample_slow(&alloc_sample_tls) says its weight. */
+static inline bool alloc_sample_due(size_t size)
+{
+	struct alloc_sample_state *s = &alloc_sample_tls;
+	/* A size past INT64_MAX fails in the allocator anyway: counted as the most. */
+	s->until -= size > (size_t)INT64_MAX ? INT64_MAX : (int64_t)size;
+	return __builtin_expect(s->until <= 0, 0);
+}
+
 /* async-signal-safe. Counts size bytes against the calling thread's countdown; returns
  * the sample's weight (a multiple of the mean interval) when the allocation holds a
  * sample point, 0 when it is not sampled. */
 static inline uint64_t alloc_sample_bytes(size_t size)
 {
-	struct alloc_sample_state *s = &alloc_sample_tls;
-	/* A size past INT64_MAX fails in the allocator anyway: counted as the most. */
-	s->until -= size > (size_t)INT64_MAX ? INT64_MAX : (int64_t)size;
-	if (__builtin_expect(s->until > 0, 1))
-		return 0;
-	return alloc_sample_slow(s);
+	return alloc_sample_due(size) ? alloc_sample_slow(&alloc_sample_tls) : 0;
 }
 
 /* The same on a given state (tests; the hooks use the thread's). */

@@ -170,7 +170,10 @@ static inline uint64_t live_table_hash(uintptr_t addr)
 static inline uint64_t live_table_region(uintptr_t addr)
 {
 	uint64_t r = addr >> LIVE_TABLE_REGION_SHIFT;
-	return (r + (((r >> 12) * 0x9E3779B97F4A7C15ULL) >> 52)) & (LIVE_TABLE_REGIONS - 1);
+	/* An odd multiplier: spans 1, 2 and 4 apart (4: the next thread arena) start at
+	 * least 970 counters apart; one instruction with an immediate operand, on every
+	 * free's path. */
+	return (r + (r >> 12) * 0x9E5) & (LIVE_TABLE_REGIONS - 1);
 }
 
 /* async-signal-safe. addr's home bucket: the top bits of its hash scaled to nbuckets. */
@@ -212,12 +215,20 @@ static inline uint64_t live_table_match(uint64_t w, uint64_t tag)
  * bucket matches, with nothing overflowed past that bucket, costs one relaxed load and
  * writes nothing. Call it before the real free of addr.
  */
-static inline bool live_table_remove(struct live_table *t, uintptr_t addr,
-				     struct live_table_entry *out)
+/* async-signal-safe. The coarse filter alone: false when addr is certainly not in the
+ * table (its page holds no entry). */
+static inline bool live_table_may_hold(const struct live_table *t, uintptr_t addr)
 {
 	/* Relaxed: an entry's count was raised before its address reached the caller
 	 * (happens-before through the application), and is lowered only by its removal. */
-	if (atomic_load_explicit(&t->regions[live_table_region(addr)], memory_order_relaxed) == 0)
+	return atomic_load_explicit(&t->regions[live_table_region(addr)], memory_order_relaxed) !=
+	       0;
+}
+
+static inline bool live_table_remove(struct live_table *t, uintptr_t addr,
+				     struct live_table_entry *out)
+{
+	if (!live_table_may_hold(t, addr))
 		return false;
 	uint64_t h = live_table_hash(addr);
 	uint64_t w = atomic_load_explicit(&t->ctrl[live_table_home(t, h)], memory_order_relaxed);

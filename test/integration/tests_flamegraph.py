@@ -286,7 +286,8 @@ def test_flamegraph_merges_fork_children_and_filters_by_pid(ctx):
     """fork_sampled: a parent and 4 children, each burning CPU in child_work, a profile
     per process. The merged page in Chromium: child_work's width is its go tool pprof
     share; zoom and search work; selecting one pid (a child, then the parent) shows
-    that pid's total from its own files (pprof-dump) within 1%."""
+    that pid's total from its own files (pprof-dump) within 1%; a screenshot shows the
+    program's frames in their colours."""
     if not chromium():
         return NO_CHROMIUM
     out = os.path.join(ctx.dir, "out")
@@ -334,11 +335,13 @@ def test_flamegraph_merges_fork_children_and_filters_by_pid(ctx):
               "pid %s selected: the page shows %d, its files hold %d"
               % (pid, snap["total"], per_pid[pid]))
         check(snap["total"] < 0.9 * load["total"], "pid %s: the filter changed nothing" % pid)
+    warm, _teal = screenshot_colours(ctx, page)
+    check(warm >= 0.03, "screenshot: %.1f%% of pixels in the program's colours" % (100 * warm))
     return ("%d files of %d pids; %s %.4f (pprof %.4f); search %.4f; child %s %.1f ms "
-            "(files %.1f), parent %s %.1f ms (files %.1f)"
+            "(files %.1f), parent %s %.1f ms (files %.1f); screenshot warm %.1f%%"
             % (len(files), len(per_pid), work, seen[work], expected[work], matched,
                child, shown[child] / 1e6, per_pid[child] / 1e6, parent, shown[parent] / 1e6,
-               per_pid[parent] / 1e6))
+               per_pid[parent] / 1e6, 100 * warm))
 
 
 def test_flamegraph_warns_once_per_bad_file(ctx):
