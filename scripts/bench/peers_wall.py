@@ -78,6 +78,14 @@ def bench_wall(resdir):
                          "cpu_ratio": median(ratios), "cpu_ratio_ci": median_ci(ratios),
                          "cpu_s": median([r[c.name] for r in rounds if c.name in r]),
                          "none_cpu_s": median([r["none"] for r in rounds])})
+            if c.name == "libddprof wall":
+                # The wall profile's own cost, paired within each round against
+                # libddprof with its defaults (which leaves out the drift between
+                # rounds that the ratios to the run without a profiler carry).
+                own = [r[c.name] / r["libddprof off"] for r in rounds
+                       if c.name in r and r.get("libddprof off")]
+                rows[-1]["own_ratio"] = median(own)
+                rows[-1]["own_ratio_ci"] = median_ci(own)
         print("  %s: %s" % (wl, ", ".join("%s %.4f" % (r["profiler"], r["cpu_ratio"] or 0)
                                           for r in rows if r["workload"] == wl)), flush=True)
 

@@ -19,6 +19,8 @@ def own_cost(w, workload):
     """The wall profile's own cost: CPU with it on / with libddprof's defaults (its CPU
     profile, always on), both against the same runs without a profiler."""
     on, off = row(w, workload, "libddprof wall"), row(w, workload, "libddprof off")
+    if on and on.get("own_ratio") is not None:
+        return on["own_ratio"]  # paired within each round (peers_wall.py)
     if not on or not off or on["cpu_ratio"] is None or not off["cpu_ratio"]:
         return None
     return on["cpu_ratio"] / off["cpu_ratio"]
@@ -70,12 +72,17 @@ def summary_rows(w):
 
     def g(x):
         return "n/a" if x is None else "%.4f" % x
+
+    def own_ci(workload):
+        r = row(w, workload, "libddprof wall")
+        ci = r.get("own_ratio_ci") if r else None
+        return " (CI %s, paired by round)" % ci_text(ci) if ci else ""
     return [
         ("wall profiling at 100 Hz, mostly idle 1000-thread process: its own CPU cost "
          "(wall on / libddprof's defaults); all of libddprof and async-profiler's wall "
          "mode / no profiler",
-         "%s; %s (async-profiler %s)" % (g(own_cost(w, "idle-1000")), f(i1000, "cpu_ratio"),
-                                         f(ap, "cpu_ratio")),
+         "%s%s; %s (async-profiler %s)" % (g(own_cost(w, "idle-1000")), own_ci("idle-1000"),
+                                           f(i1000, "cpu_ratio"), f(ap, "cpu_ratio")),
          "<= %.2f; below async-profiler's" % WALL_LIMIT, verdict(wall_ok(w))),
         ("wall profiling: its own cost with 1000 idle threads vs 10",
          "%s vs %s" % (g(own_cost(w, "idle-1000")), g(own_cost(w, "idle-10"))),
