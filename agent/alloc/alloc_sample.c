@@ -124,9 +124,13 @@ uint64_t alloc_sample_slow(struct alloc_sample_state *s)
 	}
 	uint64_t points = 0;
 	int64_t block = (int64_t)(mean * DRAWS_MAX);
-	while (s->until <= -block) {
-		points += DRAWS_MAX;
-		s->until += block;
+	if (s->until <= -block) {
+		/* Whole blocks at once: a request of up to 2^63 bytes (counted before the
+		 * allocator refuses it) is a division, not 2^38 turns of a loop. */
+		/* until > INT64_MIN: it was positive before at most INT64_MAX was taken. */
+		uint64_t blocks = (uint64_t)(-s->until) / (uint64_t)block;
+		points += blocks * DRAWS_MAX;
+		s->until += (int64_t)(blocks * (uint64_t)block);
 	}
 	while (s->until <= 0) {
 		points++;

@@ -25,7 +25,9 @@ void wall_threads_begin(void)
 	if (!wall_clock_on())
 		return;
 	struct wall_account *a = wall_clock_account(clock_now_ns(CLOCK_MONOTONIC));
-	if (atomic_load_explicit(&a->registered, memory_order_relaxed))
+	/* NULL: a reset of this thread's account is under way (a signal handler of the
+	 * application that forked in the middle of it): left unregistered. */
+	if (!a || atomic_load_explicit(&a->registered, memory_order_relaxed))
 		return;
 	pid_t tid = 0;
 	uintptr_t lo = 0, hi = 0;

@@ -161,6 +161,24 @@ START_TEST(test_a_fork_child_draws_differently_from_its_parent)
 	close(fds[1]);
 }
 END_TEST
+START_TEST(test_a_request_of_any_size_is_counted_at_once)
+{
+	/* The hooks count a request before the allocator refuses it: malloc(SIZE_MAX) is
+	 * counted as INT64_MAX bytes (2^45 blocks of a 4 KiB interval, which a loop over
+	 * blocks would take hours to pass: the tcase's timeout would fail it). Its weight
+	 * is those bytes to within a few intervals, and the countdown is positive after. */
+	const uint64_t mean = 4096;
+	alloc_sample_set_interval(mean);
+	struct alloc_sample_state s = {0};
+	alloc_sample_seed(&s, 11);
+	s.until = alloc_sample_draw(&s, mean);
+	uint64_t w = alloc_sample_bytes_on(&s, SIZE_MAX);
+	uint64_t off = w > (uint64_t)INT64_MAX ? w - (uint64_t)INT64_MAX : (uint64_t)INT64_MAX - w;
+	ck_assert_msg(off <= 100 * mean, "weight %llu for INT64_MAX bytes", (unsigned long long)w);
+	ck_assert_int_gt(s.until, 0);
+	alloc_sample_set_interval(0);
+}
+END_TEST
 
 static Suite *alloc_sample_suite(void)
 {
@@ -170,6 +188,7 @@ static Suite *alloc_sample_suite(void)
 	tcase_add_test(tc, test_gaps_are_exponential_with_the_mean);
 	tcase_add_test(tc, test_weights_estimate_the_bytes_of_each_site_without_bias);
 	tcase_add_test(tc, test_an_allocation_many_intervals_long_weighs_its_crossings);
+	tcase_add_test(tc, test_a_request_of_any_size_is_counted_at_once);
 	tcase_add_test(tc, test_the_unsampled_path_only_counts_down_and_a_thread_seeds_itself);
 	tcase_add_test(tc, test_a_fork_child_draws_differently_from_its_parent);
 	suite_add_tcase(s, tc);
