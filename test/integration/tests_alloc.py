@@ -2,6 +2,7 @@
 seen, a library loaded later hooked, and the application's malloc left alone when the
 profile is off. Workload: test/workloads/alloc_sites.c, which prints its own truth."""
 import os
+import subprocess
 
 from itest import (PROFILER_FRAME, WORKLOADS, check, dump, go_pprof_top, profile_files,
                    run_profiled, value_index)
@@ -88,6 +89,32 @@ def test_every_allocation_entry_point_is_profiled(ctx):
     check(len(ratios) == 9 and not bad, "alloc-space / truth off by more than 8%%: %r (all: %r)"
           % (bad, ratios))
     return ", ".join("%s %.3f" % (k[4:], v) for k, v in sorted(ratios.items()))
+
+
+def test_requests_no_allocator_can_satisfy_fail_at_once_as_without_us(ctx):
+    """malloc, calloc, posix_memalign, aligned_alloc, memalign and valloc asked for
+    SIZE_MAX bytes, 1000 times each, with allocation and heap profiling on at a 4 KiB
+    interval (each request holds ~2^51 sample points, counted before the allocator
+    refuses it): every call fails with the errno it has without the profiler
+    (ENOMEM), and all 6000 take well under 5 s (a countdown passed point by point,
+    or block by block, would take hours)."""
+    def lines(out):
+        return sorted(l for l in out.splitlines() if l.startswith("huge_") and
+                      not l.startswith("huge_ns"))
+    alone = subprocess.run([ALLOC, "huge"], stdout=subprocess.PIPE, timeout=60).stdout.decode()
+    out = os.path.join(ctx.dir, "huge")
+    rc, stdout, stderr, _cpu, _wall = run_profiled(
+        [ALLOC, "huge"], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_ALLOCATION_ENABLED": "true",
+                          "DD_PROFILING_HEAP_ENABLED": "true",
+                          "DD_PROFILING_HEAP_SAMPLE_SIZE": "4K"})
+    check(rc == 0, "alloc_sites huge: exit %d: %s" % (rc, stderr))
+    check(len(lines(alone)) == 6 and all(l.endswith(" 1000 12") for l in lines(alone)),
+          "without the profiler: %r" % lines(alone))
+    check(lines(stdout) == lines(alone), "under the profiler %r, alone %r"
+          % (lines(stdout), lines(alone)))
+    ns = int(stdout.split("huge_ns ")[1].split()[0])
+    check(ns < 5 * 10**9, "6000 refused requests took %.1f s" % (ns / 1e9))
+    return "6 x 1000 calls: ENOMEM as alone, in %.1f ms" % (ns / 1e6)
 
 
 def test_a_library_loaded_later_is_profiled(ctx):

@@ -20,6 +20,11 @@
  *                                 CLOCK_REALTIME ns at which it was complete, at which
  *                                 its free began and at which it was freed; with the
  *                                 agent, its live heap diagnostics at the end.
+ *   alloc_sites huge              asks malloc, calloc, posix_memalign, aligned_alloc,
+ *                                 memalign and valloc for SIZE_MAX bytes (or the largest
+ *                                 aligned size), 1000 times each, and prints per call
+ *                                 "huge_<call> <failures> <errno of the last>" and the
+ *                                 CLOCK_MONOTONIC ns the whole took ("huge_ns N").
  *   alloc_sites probe             prints which module the program's malloc and free
  *                                 slots lead to ("malloc_module libc.so.6", "free_module
  *                                 libc.so.6" when nothing hooks them).
@@ -40,6 +45,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -422,6 +428,62 @@ static int run_early(uint64_t total)
 	return 0;
 }
 
+/* Requests no allocator can satisfy: each must fail at once, with ENOMEM (EINVAL
+ * nowhere: the alignments are valid), as it does without a profiler. */
+static int run_huge(void)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* Read at run time: the compiler refuses such constants in allocation calls. */
+	static volatile size_t most = SIZE_MAX;
+	const size_t all = most, big = most & ~(size_t)4095;
+	const char *names[] = {"malloc",	"calloc",   "posix_memalign",
+			       "aligned_alloc", "memalign", "valloc"};
+	for (int c = 0; c < 6; c++) {
+		int failures = 0, err = 0;
+		for (int i = 0; i < 1000; i++) {
+			void *p = NULL;
+			errno = 0;
+			switch (c) {
+			case 0:
+				p = malloc(all);
+				err = errno;
+				break;
+			case 1:
+				p = calloc(1, all);
+				err = errno;
+				break;
+			case 2:
+				err = posix_memalign(&p, 64, big);
+				if (err)
+					p = NULL;
+				break;
+			case 3:
+				p = aligned_alloc(4096, big);
+				err = errno;
+				break;
+			case 4:
+				p = memalign(4096, big);
+				err = errno;
+				break;
+			default:
+				p = valloc(big);
+				err = errno;
+				break;
+			}
+			if (p)
+				free(p);
+			else
+				failures++;
+		}
+		printf("huge_%s %d %d\n", names[c], failures, err);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("huge_ns %lld\n",
+	       (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "sites";
@@ -436,11 +498,13 @@ int main(int argc, char **argv)
 		return run_leak((mib ? mib : 100) << 20, argc > 3 ? atof(argv[3]) : 3.0);
 	if (strcmp(mode, "probe") == 0)
 		return run_probe();
+	if (strcmp(mode, "huge") == 0)
+		return run_huge();
 	if (strcmp(mode, "stacks") == 0)
 		return run_stacks(mib ? (unsigned)mib : 65536, argc > 3 ? atof(argv[3]) : 2.0);
 	if (strcmp(mode, "early") == 0)
 		return run_early((mib ? mib : 256) << 20);
 	fprintf(stderr, "usage: alloc_sites sites|coverage [MiB] | leak [MiB] [s] | plugin LIB "
-			"[MiB] | probe | stacks [n] [s] | early [MiB]\n");
+			"[MiB] | probe | huge | stacks [n] [s] | early [MiB]\n");
 	return 2;
 }
