@@ -10,6 +10,7 @@ import tempfile
 
 from itest import (ROOT, WORKLOADS, app_total, check, dump, go_pprof_top, profile_files,
                    run_profiled, value_index)
+from tests_flamegraph import flamegraph, page_data
 
 JIT_NAMES = ("jit_inner", "jit_outer", "jit_late")
 MAP_WARNING = "perf map"  # every warning about the map says "JIT perf map <path>"
@@ -73,7 +74,9 @@ def self_of(profs, ti, names):
 
 def test_jit_frames_are_named_from_the_perf_map(ctx):
     """>= 95% of jit_loop's CPU named by its map, split 25/75, rooted through the JIT
-    frames at _start, the JIT frames' mapping [jit]: our decoder and go tool pprof."""
+    frames at _start, the JIT frames' mapping [jit]: our decoder and go tool pprof; the
+    flame graph of the same files colours the JIT frames as JIT code and run_jit as the
+    program's."""
     rc, stdout, stderr, cpu, files = run_jit(ctx, "good", 2.0, {"DD_PROFILING_CPU_HZ": "1000"})
     check(MAP_WARNING not in stderr, "a warning about a good map: %s" % stderr)
     profs = dump(files, stacks=True)
@@ -111,6 +114,13 @@ def test_jit_frames_are_named_from_the_perf_map(ctx):
               "run_jit's mappings %s" % fm.get("run_jit"))
         top = go_pprof_top(f)
         check("jit_inner" in top and "jit_outer" in top, "go tool pprof -top:\n%s" % top)
+    rc, page, err = flamegraph(files)
+    check(rc == 0 and not err, "scripts/flamegraph exit %d: %s" % (rc, err))
+    data = page_data(page)
+    want = {"jit_inner": "jit", "jit_outer": "jit", "run_jit": "program"}
+    got = {n: data["categories"][data["cat"][i]] for i, n in enumerate(data["names"])
+           if n in want}
+    check(got == want, "flame graph categories %r, expected %r" % (got, want))
     return "named %.1f%%, inner/outer %.1f/%.1f, rooted %.1f%%, cpu %.2fs" % (
         named, share_inner, 100 - share_inner, 100.0 * rooted / jit_ns, cpu)
 
