@@ -206,8 +206,10 @@ def test_dlopen_dlclose_churn(ctx):
 
 # A round burns 1 ms; samples taken before the module thread has published the new
 # library's address range (after our dlopen wrapper wakes it) cannot be named: 80-90% of
-# the burn on a fast machine, about 45% on the slow virtual machines CI may run on.
-NAMED_MIN = 0.15
+# the burn on a fast machine, about 45% on the slow virtual machines CI may run on. Under
+# AddressSanitizer (make asan sets DDPROF_TEST_SANITIZER_LOGS) the module thread's scan
+# is instrumented code too: 15-70% in clean-clone CI runs on these machines.
+NAMED_MIN = 0.05 if os.environ.get("DDPROF_TEST_SANITIZER_LOGS") else 0.15
 
 
 def burn_seconds(stdout):
