@@ -42,9 +42,6 @@ void live_heap_track(uintptr_t p, uint64_t size, uint64_t weight, int32_t tid, c
 /* async-signal-safe. p is about to be freed: forgets it if tracked (its entry copied to
  * out when out is not NULL). One load for an address that is not tracked. */
 static inline bool live_heap_untrack(uintptr_t p, struct live_table_entry *out);
-/* async-signal-safe. False when p is certainly not tracked (the table's coarse filter:
- * one load); true when live_heap_untrack may find it. */
-static inline bool live_heap_may_hold(uintptr_t p);
 /* async-signal-safe. An entry untracked for a realloc that failed: tracked again. */
 void live_heap_retrack(const struct live_table_entry *e);
 
@@ -88,12 +85,6 @@ uint64_t live_heap_own_bytes(const struct live_heap_stats *st);
 /* The table, for live_heap_untrack's inline fast path. */
 extern struct live_table live_heap_table;
 extern _Atomic bool live_heap_enabled;
-
-static inline bool live_heap_may_hold(uintptr_t p)
-{
-	return atomic_load_explicit(&live_heap_enabled, memory_order_relaxed) &&
-	       live_table_may_hold(&live_heap_table, p);
-}
 
 static inline bool live_heap_untrack(uintptr_t p, struct live_table_entry *out)
 {
