@@ -351,6 +351,20 @@ void agent_module_loading(void)
 	wall_hooks_notify();
 }
 
+bool agent_module_load_in_caller(void)
+{
+	return agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active();
+}
+
+void agent_module_loaded(void)
+{
+	if (agent_module_load_in_caller() && modules_start_deferred())
+		modules_load_sync();
+	alloc_hooks_notify();
+	lock_hooks_notify();
+	wall_hooks_notify();
+}
+
 void agent_module_unloaded(void)
 {
 	if (agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active())

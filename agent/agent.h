@@ -103,6 +103,16 @@ void agent_thread_end(const struct sampler_thread_root *root);
  * profiler's own loads and threads, nor under a seccomp filter. */
 void agent_module_loading(void);
 void agent_module_unloaded(void);
+/* Normal context, an application thread about to call dlopen: whether its own call may
+ * build the new modules' unwind tables once the real dlopen returns (the agent runs,
+ * the thread is the application's, no seccomp filter of its own). When it may, the
+ * caller calls agent_module_loaded after the load instead of agent_module_loading
+ * before it. */
+bool agent_module_load_in_caller(void);
+/* Normal context, in the application's dlopen call after the real one returned a
+ * module: the tables of the modules it loaded are built now, on this thread
+ * (modules_load_sync); the hooks' GOT rescans are asked for. */
+void agent_module_loaded(void);
 
 /* The host thread: applies the GOT hooks (allocation, lock, wall) to the modules loaded
  * since; returns when it is next due (UINT64_MAX: no hooks). rescan_wanted: whether a

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -184,35 +185,76 @@ FORK_CHILD_PATH static void atfork_child(void)
 /*
  * dlopen/dlclose: a new or unloaded module changes the unwind tables.
  *
- * dlopen is caller-sensitive: glibc uses its return address to pick the caller's
- * RUNPATH, $ORIGIN and link namespace. A C wrapper would make libddprof the caller, so
- * dlopen is a small assembly stub that asks preload_dlopen_enter for the real function
- * and jumps to it with the application's return address still on the stack. The
- * module thread then rescans until the new module shows up (modules_notify_load).
+ * dlopen is caller-sensitive: glibc uses its return address to pick the caller's link
+ * namespace and, for a name without a slash or with a dynamic string token ($ORIGIN),
+ * the caller's RUNPATH and origin. A C wrapper would make libddprof the caller, so
+ * dlopen is a small assembly stub that asks preload_dlopen_enter where to go and jumps
+ * there with the application's return address still on the stack:
+ *  - to preload_dlopen_in_caller, when glibc would make the same choices with
+ *    libddprof as the caller: a path with a slash and no '$', from a caller in the
+ *    base namespace (libddprof's). It calls the real dlopen and then builds the new
+ *    modules' unwind tables in the caller's own call (agent_module_loaded), before
+ *    the caller can reach the library's code: a Python import, a plugin's load. Only
+ *    the library's constructors run before their tables exist.
+ *  - to the real dlopen otherwise; the module registry then rescans every few
+ *    milliseconds until the new module shows up (agent_module_loading).
  * dlclose is not caller-sensitive: a plain wrapper notifies after it returns.
  */
 typedef void *(*dlopen_fn)(const char *file, int mode);
 typedef int (*dlclose_fn)(void *handle);
 static dlopen_fn real_dlopen;
 static dlclose_fn real_dlclose;
+/* dlopen calls of this thread inside preload_dlopen_in_caller (a constructor that
+ * loads a library): only the outermost builds tables, once the whole load is done. */
+static __thread unsigned dlopen_depth __attribute__((tls_model("initial-exec")));
 
-/* Called by the stub; returns the real dlopen. */
-void *preload_dlopen_enter(void);
-__attribute__((used)) void *preload_dlopen_enter(void)
+/* Whether the caller at return address caller lies in the base link namespace (where
+ * glibc puts a caller it finds in no module, JIT code). */
+static bool caller_in_base_namespace(const void *caller)
 {
+	struct dl_find_object dlfo;
+	if (_dl_find_object((void *)caller, &dlfo) != 0)
+		return true;
+	Lmid_t ns;
+	return dlinfo(dlfo.dlfo_link_map, RTLD_DI_LMID, &ns) == 0 && ns == LM_ID_BASE;
+}
+
+static void *preload_dlopen_in_caller(const char *file, int mode)
+{
+	dlopen_depth++;
+	void *h = real_dlopen(file, mode);
+	dlopen_depth--;
+	if (h && dlopen_depth == 0) {
+		int saved_errno = errno;
+		agent_module_loaded();
+		errno = saved_errno;
+	}
+	return h;
+}
+
+/* Called by the stub with dlopen's arguments and its return address; returns the
+ * function the stub jumps to (NULL: dlopen fails). */
+void *preload_dlopen_enter(const char *file, int mode, const void *caller);
+__attribute__((used)) void *preload_dlopen_enter(const char *file, int mode, const void *caller)
+{
+	(void)mode;
 	dlopen_fn f = __atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE);
 	if (!f) {
 		f = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
 		/* Release pairs with the acquire above; every thread resolves the same. */
 		__atomic_store_n(&real_dlopen, f, __ATOMIC_RELEASE);
 	}
+	if (f && file && strchr(file, '/') && !strchr(file, '$') && agent_module_load_in_caller() &&
+	    caller_in_base_namespace(caller))
+		return (void *)preload_dlopen_in_caller;
 	agent_module_loading(); /* not for the profiler's own loads: agent.c says why */
 	return (void *)f;
 }
 
-/* x86-64: rdi/rsi (file, mode) kept across the call; 16-byte alignment at the call
- * (entry rsp is 8 mod 16: two pushes and 8 more make it 0). If dlsym failed, NULL is
- * returned to the caller as dlopen's failure. */
+/* x86-64: rdi/rsi (file, mode) kept across the call, the return address (at rsp + 24
+ * after the two pushes and the pad) passed as the third argument; 16-byte alignment
+ * at the call (entry rsp is 8 mod 16: two pushes and 8 more make it 0). If dlsym
+ * failed, NULL is returned to the caller as dlopen's failure. */
 __asm__(".text\n"
 	".globl dlopen\n"
 	".type dlopen, @function\n"
@@ -224,6 +266,7 @@ __asm__(".text\n"
 	".cfi_adjust_cfa_offset 8\n"
 	"sub $8, %rsp\n"
 	".cfi_adjust_cfa_offset 8\n"
+	"mov 24(%rsp), %rdx\n"
 	"call preload_dlopen_enter\n"
 	"add $8, %rsp\n"
 	".cfi_adjust_cfa_offset -8\n"

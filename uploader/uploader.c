@@ -376,10 +376,14 @@ static void *uploader_main(void *arg)
 	(void)arg;
 	raw_syscall(SYS_prctl, PR_SET_NAME, (long)UPLOADER_THREAD_NAME, 0, 0);
 	export_set_make(up_cfg, ctl.lock);
-	/* A fork child of a parent that had built no table (its thread had not started):
+	/* A fork child of a parent that had built no table (its thread had not started),
+	 * or that forked before its registry caught up with its loads (a library loaded
+	 * by libc itself, or by name, just before a pre-fork server forks its workers):
 	 * this thread builds them, and runs the seccomp check for guarded reads. */
 	if (!modules_have_tables())
 		modules_start_deferred();
+	else if (modules_registry_behind())
+		modules_notify(); /* starts the deferred work and scans at once */
 	struct upload_ctx ctx;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.sym = inherited_sym; /* NULL unless we are a fork child's new thread */

@@ -203,6 +203,16 @@ bool boot_cfi_find(uintptr_t pc, struct cfi_row *out)
 	return false;
 }
 
+bool boot_cfi_holds(uintptr_t addr)
+{
+	/* Acquire pairs with boot_cfi_init's release. */
+	uint32_t n = atomic_load_explicit(&nsegs, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++)
+		if (addr >= segs[i].lo && addr < segs[i].hi)
+			return true;
+	return false;
+}
+
 void boot_cfi_get_counts(uint32_t *modules, uint32_t *left_out)
 {
 	*modules = nmodules;

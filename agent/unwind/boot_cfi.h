@@ -43,6 +43,10 @@ bool boot_cfi_covers_roots(void);
  * from return addresses), false when no module of the list has a usable rule there. */
 bool boot_cfi_find(uintptr_t pc, struct cfi_row *out);
 
+/* Whether addr lies in an executable segment of the list (a start-up module). Any
+ * context. */
+bool boot_cfi_holds(uintptr_t addr);
+
 /* Modules in the list, and those left out: not loaded at start-up, or past the list's
  * room. */
 void boot_cfi_get_counts(uint32_t *modules, uint32_t *left_out);

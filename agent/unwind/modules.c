@@ -22,6 +22,7 @@
 #include "common/page_size.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -35,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/unwind/boot_cfi.h"
 #include "agent/unwind/cfi_cache.h"
 #include "agent/unwind/module_map.h"
 #include "agent/unwind/modules_internal.h"
@@ -80,6 +82,12 @@ FORK_CHILD_DATA static size_t nretired;
 
 static _Atomic uint64_t st_modules, st_table_bytes, st_rows;
 FORK_CHILD_DATA static _Atomic uint64_t st_tables; /* a fork child reads it */
+/* Modules of the last scan whose table is not built yet (written when it changes). */
+static _Atomic uint64_t st_unbuilt;
+/* The loader's loads + unloads (loader_gen_of) when the last scan walked: a later walk
+ * that finds the same count has nothing new to see. Relaxed: a hint, compared again by
+ * whoever rescans. */
+static _Atomic uint64_t scanned_gen;
 static _Atomic uint64_t st_build_ns, st_build_failures, st_fdes_skipped, st_publications, st_leaked;
 
 /* ---------------------------------------------------------------- scanning */
@@ -97,12 +105,31 @@ struct scan {
 	size_t n, cap;
 	uintptr_t vdso;
 	int err;
+	uint64_t loader_gen; /* the loader's loads + unloads when the walk began */
 };
+
+/* The loader's count of loads plus unloads (dl_phdr_info's dlpi_adds and dlpi_subs),
+ * which every dlopen and dlclose that maps or unmaps a module moves; 0 when this libc
+ * does not report them. */
+static uint64_t loader_gen_of(const struct dl_phdr_info *info, size_t size)
+{
+	if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+		return 0;
+	return (uint64_t)info->dlpi_adds + (uint64_t)info->dlpi_subs;
+}
+
+/* Reads the loader's counters from the first module and stops the walk. */
+static int first_gen_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	((struct scan *)arg)->loader_gen = loader_gen_of(info, size);
+	return 1;
+}
 
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan *s = arg;
-	(void)size;
+	if (s->n == 0)
+		s->loader_gen = loader_gen_of(info, size);
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
 		struct found *f = big_realloc(s->f, cap * sizeof(*f));
@@ -314,7 +341,7 @@ static void adopt_published_map(void);
 int modules_refresh(void)
 {
 	bool changed;
-	return modules_rescan(&changed, true);
+	return modules_rescan(&changed, MODULES_BUILD_ALL);
 }
 
 void modules_retire_unloaded(void)
@@ -326,11 +353,11 @@ void modules_retire_unloaded(void)
 		return;
 	pthread_mutex_unlock(&mod_lock);
 	bool changed;
-	modules_rescan(&changed, false);
+	modules_rescan(&changed, MODULES_BUILD_NONE);
 }
 
-/* build: also build the tables that are missing (modules_retire_unloaded does not). */
-int modules_rescan(bool *changed_out, bool build)
+/* build: which missing tables to build (modules_retire_unloaded builds none). */
+int modules_rescan(bool *changed_out, enum modules_build build)
 {
 	struct scan s = {.vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
 	pthread_mutex_lock(scan_lock);
@@ -359,6 +386,7 @@ int modules_rescan(bool *changed_out, bool build)
 		return s.err;
 	}
 	pthread_mutex_lock(&mod_lock);
+	atomic_store_explicit(&scanned_gen, s.loader_gen, memory_order_relaxed);
 	if (mods_stale)
 		adopt_published_map();
 	for (size_t i = 0; i < nmods; i++)
@@ -412,9 +440,12 @@ int modules_rescan(bool *changed_out, bool build)
 	free(dead);
 	/* Build missing tables one at a time, publishing after each: the executable and
 	 * libc first (where most samples land), then the rest in load order. */
-	for (int pass = 0; build && pass < 2; pass++) {
+	for (int pass = 0; build != MODULES_BUILD_NONE && pass < 2; pass++) {
 		for (size_t i = 0; i < nmods; i++) {
 			if (mods[i]->built || (pass == 0 && !build_first(mods[i], i)))
+				continue;
+			if (build == MODULES_BUILD_LATE &&
+			    (mods[i]->is_vdso || boot_cfi_holds(mods[i]->seg_start[0])))
 				continue;
 			build_table(mods[i], s.vdso);
 			if (mods[i]->has_table)
@@ -434,8 +465,9 @@ int modules_rescan(bool *changed_out, bool build)
  * application thread may call: it must not wait for mod_lock, held across builds). */
 FORK_CHILD_PATH static void update_live_stats(void)
 {
-	uint64_t tables = 0, bytes = 0, rows = 0;
+	uint64_t tables = 0, bytes = 0, rows = 0, unbuilt = 0;
 	for (size_t i = 0; i < nmods; i++) {
+		unbuilt += !mods[i]->built;
 		if (!mods[i]->has_table)
 			continue;
 		tables++;
@@ -443,12 +475,43 @@ FORK_CHILD_PATH static void update_live_stats(void)
 		rows += mods[i]->table.nrows;
 	}
 	atomic_store_explicit(&st_modules, nmods, memory_order_relaxed);
+	atomic_store_explicit(&st_unbuilt, unbuilt, memory_order_relaxed);
 	/* On the FORK_CHILD_DATA page: written only when it changes (every refresh ends
 	 * here, and a store would copy the page the parent shares with its fork children). */
 	if (atomic_load_explicit(&st_tables, memory_order_relaxed) != tables)
 		atomic_store_explicit(&st_tables, tables, memory_order_relaxed);
 	atomic_store_explicit(&st_table_bytes, bytes, memory_order_relaxed);
 	atomic_store_explicit(&st_rows, rows, memory_order_relaxed);
+}
+
+/* The loader's loads + unloads now (loader_gen_of), read from the first module the
+ * walk reports; 0 when unknown. Under scan_lock, as every walk: a fork never copies
+ * the loader's lock held by one of our walks. */
+static uint64_t loader_gen_now(void)
+{
+	struct scan s = {0};
+	pthread_mutex_lock(scan_lock);
+	dl_iterate_phdr(first_gen_cb, &s);
+	pthread_mutex_unlock(scan_lock);
+	return s.loader_gen;
+}
+
+void modules_load_sync(void)
+{
+	uint64_t gen = loader_gen_now();
+	if (gen != 0 && gen == atomic_load_explicit(&scanned_gen, memory_order_relaxed))
+		return; /* nothing mapped or unmapped since the last scan (a module loaded already)
+			 */
+	bool changed;
+	modules_rescan(&changed, MODULES_BUILD_LATE);
+}
+
+bool modules_registry_behind(void)
+{
+	if (atomic_load_explicit(&st_unbuilt, memory_order_relaxed) != 0)
+		return true;
+	uint64_t gen = loader_gen_now();
+	return gen == 0 || gen != atomic_load_explicit(&scanned_gen, memory_order_relaxed);
 }
 
 FORK_CHILD_PATH bool modules_have_tables(void)

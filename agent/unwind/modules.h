@@ -101,6 +101,15 @@ void modules_notify(void);
  * every few milliseconds for a short while until something new shows up. */
 void modules_notify_load(void);
 
+/* The application's dlopen returned a module (preload/preload.c says when its own call
+ * is the one that waits): rescans on the calling thread and builds the tables of the
+ * modules loaded after start-up that have none, so that the caller's first call into
+ * the library is unwound by its table. The modules loaded at start-up are left to the
+ * service (boot CFI covers them). One step of dl_iterate_phdr when the loader mapped
+ * nothing since the last scan (the library was loaded already). Normal context, an
+ * application thread; takes the registry's lock (it waits while the service builds). */
+void modules_load_sync(void);
+
 /* Rescans now and builds every missing table, synchronously (the thread's body; tests).
  * Returns the number of modules or a negative errno. */
 int modules_refresh(void);
@@ -124,6 +133,12 @@ void modules_get_stats(struct modules_stats *out);
 /* Whether any module has its unwind table (modules_stats.tables != 0), reading one word
  * on the page a fork child touches anyway (common/fork_child.h). */
 bool modules_have_tables(void);
+
+/* Whether the registry owes work a scan would do: modules it found have no table built
+ * yet, or the loader reports loads and unloads its last scan did not see (a fork child
+ * asks what its parent left undone). Normal context; reads the loader's counters (one
+ * dl_iterate_phdr step). */
+bool modules_registry_behind(void);
 
 /* A module's executable segment that was unloaded, for the symbolizer. */
 struct retired_segment {

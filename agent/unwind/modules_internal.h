@@ -15,12 +15,21 @@
 
 #include "agent/unwind/modules.h"
 
-/* modules.c. Rescans the loaded modules, publishes a map when they changed and, with
- * build, builds the missing tables one at a time (publishing after each). Sets
+/* Which missing tables a rescan builds. */
+enum modules_build {
+	MODULES_BUILD_NONE, /* none: the scan and the map only */
+	MODULES_BUILD_ALL,  /* every module's */
+	/* only those of modules boot CFI does not cover (loaded after start-up): a dlopen
+	 * caller's own rescan (modules_load_sync), which leaves the rest to the service */
+	MODULES_BUILD_LATE,
+};
+
+/* modules.c. Rescans the loaded modules, publishes a map when they changed and builds
+ * the missing tables build says one at a time (publishing after each). Sets
  * *changed_out to whether modules came or went. Takes the registry's locks (mod_lock
  * across the builds, which read files): the caller holds no lock of the service's.
  * Returns the number of modules or a negative errno. */
-int modules_rescan(bool *changed_out, bool build);
+int modules_rescan(bool *changed_out, enum modules_build build);
 
 /* modules_service.c. Whether a dlclose returned that the service has not rescanned for
  * yet (the dirty flag: relaxed, a hint). Any thread. */

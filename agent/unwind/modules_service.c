@@ -48,6 +48,9 @@
  * LOAD_POLLS times (a dlopen with many dependencies and constructors can take long). */
 #define LOAD_POLL_NS (2ULL * 1000000ULL)
 #define LOAD_POLLS 100
+/* A scan that finds a new module may have caught the load midway (the library is
+ * mapped before its dependencies): a few polls more find the rest. */
+#define LOAD_POLLS_AFTER_CHANGE 5
 /* The first scan. A process that lives a few milliseconds (a shell command) should not
  * pay for tables it never uses, nor wait at exit for work on them. Where the start-up
  * modules can be unwound from their CFI in memory (agent/unwind/boot_cfi.h: a slower walk,
@@ -144,11 +147,12 @@ uint64_t modules_service(uint64_t now_ns)
 	boot_deadline_ns = 0; /* the first scan is being made */
 	pthread_mutex_unlock(&ctl_lock);
 	bool changed = false;
-	modules_rescan(&changed, true);
+	modules_rescan(&changed, MODULES_BUILD_ALL);
 	pthread_mutex_lock(&ctl_lock);
 	ready_gen = gen;
-	if (changed)
-		atomic_store_explicit(&load_polls, 0, memory_order_relaxed);
+	if (changed &&
+	    atomic_load_explicit(&load_polls, memory_order_relaxed) > LOAD_POLLS_AFTER_CHANGE)
+		atomic_store_explicit(&load_polls, LOAD_POLLS_AFTER_CHANGE, memory_order_relaxed);
 	pthread_cond_broadcast(&ctl_cond); /* modules_wait_ready */
 	uint64_t wait = RESCAN_INTERVAL_NS;
 	unsigned polls = atomic_load_explicit(&load_polls, memory_order_relaxed);

@@ -185,7 +185,8 @@ def test_unwind_tables_are_loaded_from_the_cache_the_second_time(ctx):
 
 
 def test_dlopen_dlclose_churn(ctx):
-    """dlopen, burn 1 ms, dlclose, for 3 s at 1 kHz: no crash, the library is named."""
+    """dlopen, burn 1 ms, dlclose, for 3 s at 1 kHz: no crash, >= 95% of the CPU rooted,
+    the library named for >= 90% of the time it burned."""
     out = os.path.join(ctx.dir, "out")
     lib = os.path.join(WORKLOADS, "libchurn.so")
     rc, stdout, stderr, cpu, wall = run_profiled(
@@ -200,16 +201,17 @@ def test_dlopen_dlclose_churn(ctx):
     burn = burn_seconds(stdout)
     check(named / 1e9 >= NAMED_MIN * burn, "churn_burn named for %.3f s of the %.3f s it ran"
           % (named / 1e9, burn))
+    check(rooted >= 0.95 * total, "only %.1f%% of the CPU rooted (outermost: %s)"
+          % (100.0 * rooted / total, top_outer(outer, total)))
     return "rounds=%s cpu=%.2fs churn_burn named %.3f s of %.3f s, rooted=%.1f%%" % (
         m.group(1), cpu, named / 1e9, burn, 100.0 * rooted / total)
 
 
-# A round burns 1 ms; samples taken before the module thread has published the new
-# library's address range (after our dlopen wrapper wakes it) cannot be named: 80-90% of
-# the burn on a fast machine, about 45% on the slow virtual machines CI may run on. Under
-# AddressSanitizer (make asan sets DDPROF_TEST_SANITIZER_LOGS) the module thread's scan
-# is instrumented code too: 15-70% in clean-clone CI runs on these machines.
-NAMED_MIN = 0.05 if os.environ.get("DDPROF_TEST_SANITIZER_LOGS") else 0.15
+# A round burns 1 ms in a library dlopen'd by path: its unwind table is built in the
+# dlopen call itself (preload/preload.c), so the burn's samples are rooted and named from
+# the first; the figure moves only with sampling noise (0.96 to 1.03 of the burn's own
+# count here). When the module thread built the table instead, 45-90% was named.
+NAMED_MIN = 0.90
 
 
 def burn_seconds(stdout):

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -224,6 +225,23 @@ END_TEST
  * nothing sampled, no end account, its samples recorded under its tid. The fork handler
  * leaves the thread's state alone (a fork child must not touch that TLS page): it is
  * reset at its first use. */
+struct fork_new_thread {
+	pid_t tid, real_tid;
+	bool sampled;
+};
+
+static void *fork_new_thread_main(void *arg)
+{
+	struct fork_new_thread *j = arg;
+	threads_start_self(false, 0);
+	j->tid = sampler_gettid();
+	j->real_tid = (pid_t)syscall(SYS_gettid);
+	burn_until(thread_cpu_ns() + 60 * MS);
+	j->sampled = sampler_thread_sampled();
+	threads_exit_self(NULL);
+	return NULL;
+}
+
 static void *fork_job(void *arg)
 {
 	int *status = arg;
@@ -254,6 +272,17 @@ static void *fork_job(void *arg)
 		/* Whole-period weights: within a period or two of its CPU. */
 		uint64_t cpu = thread_cpu_ns();
 		bad |= (c.cpu_ns > cpu + 20 * MS || c.cpu_ns + 30 * MS < cpu - c0) ? 32 : 0;
+		/* A thread the child creates is a thread of its own: its own tid, its own
+		 * timer, its samples under its tid (it once took the forking thread's tid,
+		 * and went unsampled). */
+		pthread_t nt;
+		struct fork_new_thread nj = {0};
+		if (pthread_create(&nt, NULL, fork_new_thread_main, &nj) != 0 ||
+		    pthread_join(nt, NULL) != 0)
+			bad |= 64;
+		bad |= (nj.tid != nj.real_tid || nj.tid == tid) ? 128 : 0;
+		struct credit nc = credited(nj.real_tid, 0);
+		bad |= (!nj.sampled || nc.samples < 2) ? 256 : 0;
 		_exit(bad);
 	}
 	int st = 0;
@@ -271,7 +300,8 @@ START_TEST(test_fork_child_thread_state_starts_over)
 	pthread_join(t, NULL);
 	ck_assert_msg(status == 0,
 		      "fork child state: status %d (bits: 1 end account, 2 sampled, "
-		      "4 tid, 8 not sampled after burning, 16 samples, 32 CPU)",
+		      "4 tid, 8 not sampled after burning, 16 samples, 32 CPU; a thread the "
+		      "child created: 64 not run, 128 its tid, 256 not sampled)",
 		      status);
 }
 END_TEST
