@@ -505,6 +505,7 @@ void agent_get_diagnostics(struct agent_diagnostics *d)
 	d->unwind_tables = ms.tables;
 	d->unwind_table_bytes = ms.table_bytes;
 	d->unwind_table_build_ns = ms.build_ns;
+	d->unwind_rules_unsupported = ms.rows_unsupported;
 	struct unwind_stats us;
 	unwind_dwarf_get_stats(&us);
 	d->stacks_unwound = us.walks;

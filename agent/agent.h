@@ -177,6 +177,7 @@ struct agent_diagnostics {
 	uint64_t stacks_incomplete;
 	uint64_t unwind_fp_fallbacks;
 	uint64_t boot_cfi_frames;
+	uint64_t unwind_rules_unsupported;
 	uint64_t unwind_cache_hits;
 	uint64_t unwind_cache_stored;
 	uint64_t unwind_cache_failures;

@@ -105,6 +105,11 @@ struct ddprof_diagnostics {
 	uint64_t wall_open_charged;	    /* waits in progress charged at a snapshot */
 	uint64_t wall_unregistered_threads; /* threads past the registry's room: their open
 					     * waits are charged at their returns only */
+	/* Unwind rules of the loaded modules' tables that the unwinder cannot evaluate
+	 * (a CFA in another register, DWARF expressions other than the PLT's and the
+	 * caller's SP loaded from a slot): a frame there is walked by frame pointers.
+	 * Per library: the debug log's "modules:" lines. */
+	uint64_t unwind_rules_unsupported;
 };
 
 /* 0 when the agent is running, -ENOTCONN when disabled or failed to start. */

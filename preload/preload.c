@@ -399,6 +399,7 @@ DDPROF_EXPORT int ddprof_get_diagnostics(struct ddprof_diagnostics *out, size_t 
 		d.stacks_incomplete = ad.stacks_incomplete;
 		d.unwind_fp_fallbacks = ad.unwind_fp_fallbacks;
 		d.boot_cfi_frames = ad.boot_cfi_frames;
+		d.unwind_rules_unsupported = ad.unwind_rules_unsupported;
 		d.unwind_cache_hits = ad.unwind_cache_hits;
 		d.unwind_cache_stored = ad.unwind_cache_stored;
 		d.unwind_cache_failures = ad.unwind_cache_failures;

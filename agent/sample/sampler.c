@@ -234,6 +234,7 @@ static void sampler_handler(int signo, siginfo_t *si, void *ucv)
 	    .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
 	    .sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
 	    .fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+	    .gregs = uc->uc_mcontext.gregs,
 	};
 	if (ts->stack_hi == 0) {
 		/* A thread that existed before we loaded: find its stack once. */

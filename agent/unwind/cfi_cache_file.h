@@ -42,7 +42,7 @@
 /* The header takes one page: the rows start page-aligned in the file. */
 #define CFI_CACHE_HEADER_BYTES 4096
 /* Bumped with any change to struct cfi_row, the page index or the header. */
-#define CFI_CACHE_VERSION 1
+#define CFI_CACHE_VERSION 2
 /*
  * The most table bytes (rows and page index) a cache file may make a process allocate
  * and read. The biggest table of a Debian 12 library is libLLVM-15's: 11.3 MiB (979k

@@ -289,9 +289,12 @@ static inline bool row_from_state(const struct cfi_state *st, bool signal, uint3
 		row.kind = CFI_ROOT;
 	} else if (st->cfa_kind != CFI_NONE && st->ra_rule == CFI_RULE_OFFSET &&
 		   st->ra_off == RA_OFFSET && st->cfa_off >= INT32_MIN &&
-		   st->cfa_off <= INT32_MAX) {
+		   st->cfa_off <= INT32_MAX &&
+		   (st->cfa_kind != CFI_REG ||
+		    cfi_reg_pack(st->cfa_reg, st->cfa_off, &row.cfa_off))) {
 		row.kind = st->cfa_kind;
-		row.cfa_off = (int32_t)st->cfa_off;
+		if (st->cfa_kind != CFI_REG)
+			row.cfa_off = (int32_t)st->cfa_off;
 		if (st->fp_rule == CFI_RULE_SAME) {
 			row.fp_rule = CFI_FP_SAME;
 		} else if (st->fp_rule == CFI_RULE_OFFSET && st->fp_off >= INT16_MIN &&
@@ -344,6 +347,50 @@ static int plt_expression(const uint8_t *e, uint64_t len)
 	if (lit < 0x30 || lit > 0x4f)
 		return 0;
 	return lit - 0x30;
+}
+
+/* async-signal-safe. The caller's SP loaded from a slot: DW_OP_breg7 (rsp) or
+ * DW_OP_breg6 (rbp) n; DW_OP_deref; then DW_OP_plus_uconst a, or nothing (a = 0).
+ * Sets the state's CFA rule and returns true, or false for any other expression. */
+static bool deref_expression(const uint8_t *e, uint64_t len, struct cfi_state *st)
+{
+	struct cfi_cursor c = {e, e + len, false};
+	uint8_t op = cfi_cur_u8(&c);
+	if (op != 0x77 && op != 0x76) /* DW_OP_breg7, DW_OP_breg6 */
+		return false;
+	int64_t n = cfi_cur_sleb(&c);
+	if (cfi_cur_u8(&c) != 0x06) /* DW_OP_deref */
+		return false;
+	uint64_t a = 0;
+	if (c.p < c.end) {
+		if (cfi_cur_u8(&c) != 0x23) /* DW_OP_plus_uconst */
+			return false;
+		a = cfi_cur_uleb(&c);
+	}
+	int32_t packed;
+	if (c.bad || c.p != c.end || !cfi_deref_pack(n, a, &packed))
+		return false;
+	st->cfa_kind = op == 0x77 ? CFI_DEREF_SP : CFI_DEREF_FP;
+	st->cfa_off = packed;
+	return true;
+}
+
+/* async-signal-safe. Whether the CFA rule is an expression, whose offset means nothing
+ * to DW_CFA_def_cfa_offset or _register. */
+static inline bool cfa_is_expression(const struct cfi_state *st)
+{
+	return st->cfa_kind == CFI_PLT || st->cfa_kind == CFI_DEREF_SP ||
+	       st->cfa_kind == CFI_DEREF_FP;
+}
+
+/* async-signal-safe. The CFA rule "register + offset": rsp, rbp or another. */
+static inline void set_cfa_reg(struct cfi_state *st, uint64_t reg)
+{
+	st->cfa_kind = reg == REG_SP   ? CFI_SP
+		       : reg == REG_FP ? CFI_FP
+		       : reg < 16      ? CFI_REG
+				       : CFI_NONE;
+	st->cfa_reg = (uint8_t)(reg < 16 ? reg : 0);
 }
 
 /* async-signal-safe */
@@ -531,35 +578,29 @@ int cfi_decode_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 			case CFA_def_cfa:
 				reg = cfi_cur_uleb(&c);
 				uoff = cfi_cur_uleb(&c);
-				st->cfa_kind = reg == REG_SP   ? CFI_SP
-					       : reg == REG_FP ? CFI_FP
-							       : CFI_NONE;
+				set_cfa_reg(st, reg);
 				st->cfa_off = unsigned_offset(uoff, &c.bad);
 				break;
 			case CFA_def_cfa_sf:
 				reg = cfi_cur_uleb(&c);
 				soff = cfi_cur_sleb(&c);
-				st->cfa_kind = reg == REG_SP   ? CFI_SP
-					       : reg == REG_FP ? CFI_FP
-							       : CFI_NONE;
+				set_cfa_reg(st, reg);
 				st->cfa_off = factored(soff, cie->daf, &c.bad);
 				break;
 			case CFA_def_cfa_register:
 				reg = cfi_cur_uleb(&c);
-				if (st->cfa_kind == CFI_PLT)
+				if (cfa_is_expression(st))
 					st->cfa_kind = CFI_NONE; /* offset meaningless now */
 				else
-					st->cfa_kind = reg == REG_SP   ? CFI_SP
-						       : reg == REG_FP ? CFI_FP
-								       : CFI_NONE;
+					set_cfa_reg(st, reg);
 				break;
 			case CFA_def_cfa_offset:
-				if (st->cfa_kind == CFI_PLT)
+				if (cfa_is_expression(st))
 					st->cfa_kind = CFI_NONE;
 				st->cfa_off = unsigned_offset(cfi_cur_uleb(&c), &c.bad);
 				break;
 			case CFA_def_cfa_offset_sf:
-				if (st->cfa_kind == CFI_PLT)
+				if (cfa_is_expression(st))
 					st->cfa_kind = CFI_NONE;
 				st->cfa_off = factored(cfi_cur_sleb(&c), cie->daf, &c.bad);
 				break;
@@ -568,8 +609,13 @@ int cfi_decode_prog_run(struct cfi_prog *pg, struct cfi_state *st)
 				const uint8_t *e = c.p;
 				cfi_cur_skip(&c, len);
 				int thr = c.bad ? 0 : plt_expression(e, len);
-				st->cfa_kind = thr ? CFI_PLT : CFI_NONE;
-				st->cfa_off = thr;
+				if (thr) {
+					st->cfa_kind = CFI_PLT;
+					st->cfa_off = thr;
+				} else if (c.bad || !deref_expression(e, len, st)) {
+					st->cfa_kind = CFI_NONE;
+					st->cfa_off = 0;
+				}
 				break;
 			}
 			case CFA_expression:

@@ -165,7 +165,8 @@ enum cfi_reg_rule { CFI_RULE_SAME = 0, CFI_RULE_OFFSET, CFI_RULE_UNDEF, CFI_RULE
 
 struct cfi_state {
 	int64_t cfa_off, fp_off, ra_off;
-	uint8_t cfa_kind;	  /* CFI_SP, CFI_FP, CFI_PLT or CFI_NONE */
+	uint8_t cfa_kind;	  /* CFI_SP, CFI_FP, CFI_REG, CFI_PLT, CFI_DEREF_* or CFI_NONE */
+	uint8_t cfa_reg;	  /* CFI_REG: the DWARF register (another than rsp and rbp) */
 	uint8_t fp_rule, ra_rule; /* enum cfi_reg_rule */
 };
 

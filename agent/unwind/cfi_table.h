@@ -4,9 +4,11 @@
  * Owns: turning a module's .eh_frame (and .debug_frame, where that is all a module has
  * for some code) into one sorted array of rows, each saying, from its pc up to the next
  * row's pc, how to find the caller: CFA = SP or FP plus an offset, the return address
- * at CFA - 8, and where the caller's frame pointer was saved. Rows the handler cannot
- * evaluate (CFA in another register, unusual expressions) say "no rule": the unwinder
- * then falls back to frame pointers. x86-64 System V only.
+ * at CFA - 8, and where the caller's frame pointer was saved. The CFA expressions real
+ * code uses are rows too: GNU ld's PLT rule, and the caller's SP loaded from a slot
+ * (CFI_DEREF_*). Rows the handler cannot evaluate (CFA in another register, other
+ * expressions) say "no rule" and are counted (rows_unsupported): the unwinder then
+ * falls back to frame pointers. x86-64 System V only.
  * Context: cfi_table_build* run in normal context (uploader thread, tests): they parse
  * untrusted bytes with every read bounds-checked and allocate with malloc.
  * cfi_table_find is async-signal-safe: a binary search over an immutable array.
@@ -28,7 +30,63 @@ enum cfi_kind {
 	CFI_PLT,
 	CFI_SIGNAL, /* signal trampoline: SP points at the kernel's ucontext */
 	CFI_ROOT,   /* return address undefined: outermost frame (_start, clone3) */
+	/* CFA = *(SP + n) + a, and *(FP + n) + a: the expression OpenSSL's assembly
+	 * gives a function that realigned its stack and keeps the caller's SP in a slot
+	 * (DW_OP_breg7/6 n; DW_OP_deref; DW_OP_plus_uconst a). cfa_off packs n and a:
+	 * cfi_deref_pack. */
+	CFI_DEREF_SP,
+	CFI_DEREF_FP,
+	/* CFA = another register + offset (OpenSSL's assembly copies rsp to rax or rsi
+	 * before it realigns the stack). Such a register is caller-saved, so the rule can
+	 * only hold in the interrupted frame, whose registers the signal frame gives.
+	 * cfa_off packs the DWARF register and the offset: cfi_reg_pack. */
+	CFI_REG,
 };
+
+/* The operands of a CFI_REG row in its cfa_off: the DWARF register number (0-15) in
+ * the top 8 bits, the offset in the low 24 (signed). False when they do not fit. */
+static inline bool cfi_reg_pack(uint64_t reg, int64_t off, int32_t *out)
+{
+	if (reg > 15 || off < -(1 << 23) || off >= (1 << 23))
+		return false;
+	*out = (int32_t)((uint32_t)reg << 24 | ((uint32_t)off & 0xffffff));
+	return true;
+}
+
+/* async-signal-safe. The register of a CFI_REG row. */
+static inline unsigned cfi_reg_number(int32_t cfa_off)
+{
+	return (uint32_t)cfa_off >> 24;
+}
+
+/* async-signal-safe. The offset of a CFI_REG row. */
+static inline int32_t cfi_reg_offset(int32_t cfa_off)
+{
+	uint32_t v = (uint32_t)cfa_off & 0xffffff;
+	return (int32_t)(v ^ 0x800000) - 0x800000; /* sign-extend 24 bits */
+}
+
+/* The operands of a CFI_DEREF_* row in its cfa_off: n in the low 16 bits (signed),
+ * a in the high 16 (0 <= a < 32768). False when they do not fit. */
+static inline bool cfi_deref_pack(int64_t n, uint64_t a, int32_t *out)
+{
+	if (n < INT16_MIN || n > INT16_MAX || a > INT16_MAX)
+		return false;
+	*out = (int32_t)((uint32_t)a << 16 | (uint16_t)(int16_t)n);
+	return true;
+}
+
+/* async-signal-safe. n of a CFI_DEREF_* row. */
+static inline int32_t cfi_deref_offset(int32_t cfa_off)
+{
+	return (int16_t)(uint16_t)((uint32_t)cfa_off & 0xffff);
+}
+
+/* async-signal-safe. a of a CFI_DEREF_* row. */
+static inline int32_t cfi_deref_addend(int32_t cfa_off)
+{
+	return (int32_t)((uint32_t)cfa_off >> 16);
+}
 
 /* Where the caller's frame pointer (rbp) is after this frame returns. */
 enum cfi_fp_rule {

@@ -80,7 +80,7 @@ FORK_CHILD_DATA static pthread_mutex_t *scan_lock = &scan_lock_fallback;
 static struct retired_segment retired[RETIRED_MAX];
 FORK_CHILD_DATA static size_t nretired;
 
-static _Atomic uint64_t st_modules, st_table_bytes, st_rows;
+static _Atomic uint64_t st_modules, st_table_bytes, st_rows, st_rows_unsupported;
 FORK_CHILD_DATA static _Atomic uint64_t st_tables; /* a fork child reads it */
 /* Modules of the last scan whose table is not built yet (written when it changes). */
 static _Atomic uint64_t st_unbuilt;
@@ -293,9 +293,11 @@ static void build_table(struct module *mod, uintptr_t vdso)
 	if (rc == 0) {
 		atomic_fetch_add_explicit(&st_fdes_skipped, mod->table.fdes_skipped,
 					  memory_order_relaxed);
-		log_debug("modules: %s: %zu unwind rows (%zu KiB) in %.2f ms%s", mod->path,
-			  mod->table.nrows, cfi_table_bytes(&mod->table) >> 10,
-			  (double)mod->build_ns / 1e6, cached ? ", from the unwind cache" : "");
+		log_debug("modules: %s: %zu unwind rows (%zu KiB, %u with a rule the unwinder "
+			  "cannot evaluate) in %.2f ms%s",
+			  mod->path, mod->table.nrows, cfi_table_bytes(&mod->table) >> 10,
+			  mod->table.rows_unsupported, (double)mod->build_ns / 1e6,
+			  cached ? ", from the unwind cache" : "");
 	} else {
 		atomic_fetch_add_explicit(&st_build_failures, 1, memory_order_relaxed);
 		log_debug("modules: %s: no unwind table (%s); frame pointers only", mod->path,
@@ -465,7 +467,7 @@ int modules_rescan(bool *changed_out, enum modules_build build)
  * application thread may call: it must not wait for mod_lock, held across builds). */
 FORK_CHILD_PATH static void update_live_stats(void)
 {
-	uint64_t tables = 0, bytes = 0, rows = 0, unbuilt = 0;
+	uint64_t tables = 0, bytes = 0, rows = 0, unbuilt = 0, unsupported = 0;
 	for (size_t i = 0; i < nmods; i++) {
 		unbuilt += !mods[i]->built;
 		if (!mods[i]->has_table)
@@ -473,6 +475,7 @@ FORK_CHILD_PATH static void update_live_stats(void)
 		tables++;
 		bytes += cfi_table_bytes(&mods[i]->table);
 		rows += mods[i]->table.nrows;
+		unsupported += mods[i]->table.rows_unsupported;
 	}
 	atomic_store_explicit(&st_modules, nmods, memory_order_relaxed);
 	atomic_store_explicit(&st_unbuilt, unbuilt, memory_order_relaxed);
@@ -482,6 +485,7 @@ FORK_CHILD_PATH static void update_live_stats(void)
 		atomic_store_explicit(&st_tables, tables, memory_order_relaxed);
 	atomic_store_explicit(&st_table_bytes, bytes, memory_order_relaxed);
 	atomic_store_explicit(&st_rows, rows, memory_order_relaxed);
+	atomic_store_explicit(&st_rows_unsupported, unsupported, memory_order_relaxed);
 }
 
 /* The loader's loads + unloads now (loader_gen_of), read from the first module the
@@ -526,6 +530,7 @@ void modules_get_stats(struct modules_stats *out)
 	out->tables = atomic_load_explicit(&st_tables, memory_order_relaxed);
 	out->table_bytes = atomic_load_explicit(&st_table_bytes, memory_order_relaxed);
 	out->rows = atomic_load_explicit(&st_rows, memory_order_relaxed);
+	out->rows_unsupported = atomic_load_explicit(&st_rows_unsupported, memory_order_relaxed);
 	out->build_ns = atomic_load_explicit(&st_build_ns, memory_order_relaxed);
 	out->build_failures = atomic_load_explicit(&st_build_failures, memory_order_relaxed);
 	out->fdes_skipped = atomic_load_explicit(&st_fdes_skipped, memory_order_relaxed);

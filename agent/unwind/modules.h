@@ -123,8 +123,9 @@ struct modules_stats {
 	uint64_t tables;      /* of them, with a table */
 	uint64_t table_bytes; /* memory of all live tables */
 	uint64_t rows;
-	uint64_t build_ns;	 /* total time spent building tables */
-	uint64_t build_failures; /* modules whose CFI could not be read */
+	uint64_t rows_unsupported; /* of them, rules the unwinder cannot evaluate */
+	uint64_t build_ns;	   /* total time spent building tables */
+	uint64_t build_failures;   /* modules whose CFI could not be read */
 	uint64_t fdes_skipped;
 	uint64_t publications; /* maps published */
 	uint64_t leaked;       /* maps/tables not freed because a handler never left */

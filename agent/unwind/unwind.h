@@ -45,6 +45,9 @@ struct unwind_regs {
 	 * then readable, where a function after its epilogue's `leave` still finds the
 	 * saved frame pointer its CFI points at. */
 	uintptr_t stack_lo;
+	/* The interrupted context's general registers (ucontext_t's gregs), or NULL: a
+	 * leaf whose CFA is in a caller-saved register (CFI_REG) is unwound from them. */
+	const long long *gregs;
 };
 
 /* The x86-64 System V red zone below the stack pointer. */

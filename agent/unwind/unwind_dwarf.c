@@ -72,7 +72,8 @@ void unwind_dwarf_place_counters(void)
 }
 
 struct walk {
-	uintptr_t lo, hi; /* directly readable: [lo, hi) of the thread's stack */
+	uintptr_t lo, hi;	/* directly readable: [lo, hi) of the thread's stack */
+	const long long *gregs; /* the leaf's registers, until the first step (CFI_REG) */
 	int guarded_left;
 	pid_t pid;
 	uint32_t fp_steps, cfi_steps, guarded, failed, boot_steps;
@@ -175,6 +176,29 @@ static enum step step_cfi(struct walk *w, struct frame *f, const struct cfi_row 
 	case CFI_PLT:
 		cfa = f->sp + 8 + ((f->pc & 15) >= (uintptr_t)r->cfa_off ? 8 : 0);
 		break;
+	case CFI_REG: {
+		/* DWARF register numbers to the kernel's gregs slots (rsp and rbp have
+		 * rows of their own). */
+		static const signed char greg_of[16] = {
+		    REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, -1,	   -1,
+		    REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15};
+		int g = greg_of[cfi_reg_number(r->cfa_off) & 15];
+		if (!w->gregs || g < 0)
+			return STEP_FAIL;
+		cfa = (uintptr_t)w->gregs[g] + (uintptr_t)(intptr_t)cfi_reg_offset(r->cfa_off);
+		break;
+	}
+	case CFI_DEREF_SP:
+	case CFI_DEREF_FP: {
+		if (r->kind == CFI_DEREF_FP && !f->fp_known)
+			return STEP_FAIL;
+		uintptr_t base = r->kind == CFI_DEREF_SP ? f->sp : f->fp;
+		uintptr_t saved;
+		if (!read_word(w, base + (uintptr_t)(intptr_t)cfi_deref_offset(r->cfa_off), &saved))
+			return STEP_FAIL;
+		cfa = saved + (uintptr_t)cfi_deref_addend(r->cfa_off);
+		break;
+	}
 	default:
 		return STEP_FAIL;
 	}
@@ -269,6 +293,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 	struct walk w = {
 	    .lo = regs->sp,
 	    .hi = regs->stack_hi,
+	    .gregs = regs->gregs,
 	    .guarded_left = GUARDED_READS_MAX,
 	};
 	if (w.hi <= w.lo)
@@ -295,6 +320,7 @@ uint32_t unwind_dwarf(const struct unwind_regs *regs, uintptr_t *pcs, uint32_t m
 		}
 		uintptr_t old_sp = f.sp;
 		enum step s = r ? step_cfi(&w, &f, r) : step_fp(&w, &f);
+		w.gregs = NULL; /* the leaf's registers are no caller's */
 		if (s == STEP_ROOT) {
 			root = true;
 			break;

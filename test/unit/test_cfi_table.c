@@ -28,7 +28,7 @@ struct expect_row {
 };
 
 struct compare_stats {
-	size_t rows, sp, fp, plt, root, signal, none, fdes;
+	size_t rows, sp, fp, reg, plt, root, signal, none, fdes;
 };
 
 static void check_row(const struct cfi_table *t, const struct expect_row *e, uint64_t at,
@@ -75,10 +75,28 @@ static void check_row(const struct cfi_table *t, const struct expect_row *e, uin
 			st->fp++;
 		return;
 	}
+	/* Another register + offset: a CFI_REG row, its DWARF register and offset. */
+	static const char *const dwarf_regs[16] = {"rax", "rdx", "rcx", "rbx", "rsi", "rdi",
+						   "rbp", "rsp", "r8",	"r9",  "r10", "r11",
+						   "r12", "r13", "r14", "r15"};
+	if (ra_ok && sscanf(e->cfa, "%3[a-z0-9]+%d", reg, &off) == 2) {
+		int dr = -1;
+		for (int i = 0; i < 16; i++)
+			if (!strcmp(reg, dwarf_regs[i]))
+				dr = i;
+		ck_assert_msg(dr >= 0, "%s: register %s", where, reg);
+		ck_assert_msg(r && r->kind == CFI_REG && (int)cfi_reg_number(r->cfa_off) == dr &&
+				  cfi_reg_offset(r->cfa_off) == off,
+			      "%s: got kind %d", where, r ? r->kind : -1);
+		st->reg++;
+		return;
+	}
 	if (ra_ok && !strcmp(e->cfa, "exp")) {
-		/* PLT stubs are the one expression we evaluate; others have no rule. */
-		ck_assert_msg(!r || r->kind == CFI_PLT, "%s: kind %d for an expression", where,
-			      r->kind);
+		/* PLT stubs and the caller's SP loaded from a slot are the expressions we
+		 * evaluate (synthetic_rules checks their operands); others have no rule. */
+		ck_assert_msg(!r || r->kind == CFI_PLT || r->kind == CFI_DEREF_SP ||
+				  r->kind == CFI_DEREF_FP,
+			      "%s: kind %d for an expression", where, r->kind);
 		if (r)
 			st->plt++;
 		else
@@ -272,10 +290,10 @@ static void compare_lib_min(const char *lib, size_t min_rows)
 	ck_assert_int_eq(cfi_table_build_elf(lib, NULL, 0, &t), 0);
 	struct compare_stats st = compare_with_readelf(lib, &t);
 	fprintf(stderr,
-		"test_cfi_table: %s: %zu fdes, %zu readelf rows checked (sp %zu, fp %zu, plt %zu, "
-		"root %zu, signal %zu, none %zu), %zu table rows, %zu KiB\n",
-		lib, st.fdes, st.rows, st.sp / 2, st.fp / 2, st.plt / 2, st.root / 2, st.signal / 2,
-		st.none / 2, t.nrows, cfi_table_bytes(&t) >> 10);
+		"test_cfi_table: %s: %zu fdes, %zu readelf rows checked (sp %zu, fp %zu, reg %zu, "
+		"plt %zu, root %zu, signal %zu, none %zu), %zu table rows, %zu KiB\n",
+		lib, st.fdes, st.rows, st.sp / 2, st.fp / 2, st.reg / 2, st.plt / 2, st.root / 2,
+		st.signal / 2, st.none / 2, t.nrows, cfi_table_bytes(&t) >> 10);
 	ck_assert_msg(st.rows >= min_rows, "%s: readelf gave only %zu rows", lib, st.rows);
 	ck_assert_uint_ge(t.fdes, st.fdes * 99 / 100);
 	cfi_table_free(&t);
@@ -308,6 +326,15 @@ END_TEST
 START_TEST(matches_readelf_python)
 {
 	compare_lib("/usr/bin/python3.11");
+}
+END_TEST
+
+/* OpenSSL's assembly: CFAs in other registers (rax, rsi, r11...) and loaded from a
+ * stack slot (expressions: their operands are checked by synthetic_rules). Debian's
+ * python3 depends on libssl3. */
+START_TEST(matches_readelf_libcrypto)
+{
+	compare_lib("/lib/x86_64-linux-gnu/libcrypto.so.3");
 }
 END_TEST
 
@@ -473,12 +500,23 @@ START_TEST(synthetic_rules)
 	add_fde(&s, cie, SEC_VADDR, 0x1100, 0x30, plt, sizeof(plt));
 	size_t scie = add_cie(&s, "zRS");
 	add_fde(&s, scie, SEC_VADDR, 0x1200, 0x10, NULL, 0);
+	/* OpenSSL's realigned frames at 0x1300: the caller's SP saved at rsp+40 (CFA =
+	 * *(rsp + 40) + 8), then at rbp-8 with no addend, then an offset that cancels the
+	 * expression (no rule), then breg7 with an operation after the deref (no rule). */
+	const uint8_t deref[] = {
+	    0x41, 0x0f, 5,  0x77, 40,	0x06, 0x23, 8, /* adv 1; def_cfa_expression */
+	    0x41, 0x0f, 3,  0x76, 0x78, 0x06,	       /* adv 1; breg6 -8; deref */
+	    0x41, 0x0e, 32,			       /* adv 1; def_cfa_offset 32 */
+	    0x41, 0x0c, 7,  16,			       /* adv 1; def_cfa rsp+16 */
+	    0x41, 0x0f, 4,  0x77, 0,	0x06, 0x1f,    /* adv 1; breg7 0; deref; neg */
+	};
+	add_fde(&s, cie, SEC_VADDR, 0x1300, 0x10, deref, sizeof(deref));
 	put32(&s, 0); /* terminator */
 
 	struct cfi_section sec = {s.b, s.n, SEC_VADDR, false};
 	struct cfi_table t;
 	ck_assert_int_eq(cfi_table_build(&sec, 1, BASE, &t), 0);
-	ck_assert_uint_eq(t.fdes, 3);
+	ck_assert_uint_eq(t.fdes, 4);
 	const struct cfi_row *r;
 	ck_assert_ptr_null(cfi_table_find(&t, 0xfff));
 	r = cfi_table_find(&t, 0x1000);
@@ -504,6 +542,17 @@ START_TEST(synthetic_rules)
 	r = cfi_table_find(&t, 0x1205);
 	ck_assert(r && r->kind == CFI_SIGNAL);
 	ck_assert_ptr_null(cfi_table_find(&t, 0x1210));
+	r = cfi_table_find(&t, 0x1301);
+	ck_assert(r && r->kind == CFI_DEREF_SP && cfi_deref_offset(r->cfa_off) == 40 &&
+		  cfi_deref_addend(r->cfa_off) == 8);
+	r = cfi_table_find(&t, 0x1302);
+	ck_assert(r && r->kind == CFI_DEREF_FP && cfi_deref_offset(r->cfa_off) == -8 &&
+		  cfi_deref_addend(r->cfa_off) == 0);
+	ck_assert_ptr_null(cfi_table_find(&t, 0x1303));
+	r = cfi_table_find(&t, 0x1304);
+	ck_assert(r && r->kind == CFI_SP && r->cfa_off == 16);
+	ck_assert_ptr_null(cfi_table_find(&t, 0x1305));
+	ck_assert_uint_eq(t.rows_unsupported, 2);
 	cfi_table_free(&t);
 }
 END_TEST
@@ -669,6 +718,7 @@ static Suite *cfi_suite(void)
 	tcase_add_test(tc, matches_readelf_ld_so);
 	tcase_add_test(tc, matches_readelf_libz_libelf);
 	tcase_add_test(tc, matches_readelf_python);
+	tcase_add_test(tc, matches_readelf_libcrypto);
 	tcase_add_test(tc, matches_readelf_self);
 	tcase_add_test(tc, debug_frame_only_module);
 	tcase_add_test(tc, eh_frame_of_type_x86_64_unwind);

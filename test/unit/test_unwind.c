@@ -3,7 +3,9 @@
  *
  * Real stacks: recursion in functions with and without frame pointers, unwound from a
  * getcontext at the bottom, must give every frame and end in a root; a signal handler
- * must see through the signal frame into the interrupted function. Synthetic stacks:
+ * must see through the signal frame into the interrupted function; a walk must go
+ * through a function whose CFA is loaded from a stack slot, and from a leaf whose CFA is
+ * in rax (read from the interrupted context's registers). Synthetic stacks:
  * random words (fake return addresses into libc, wild frame pointers) must end the walk
  * cleanly with [incomplete], never crash, and never read outside the given stack except
  * through guarded reads.
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -120,6 +123,59 @@ START_TEST(deep_stack_is_truncated_not_incomplete)
 }
 END_TEST
 
+/* A function that realigns its stack and keeps its caller's SP in a slot, as OpenSSL's
+ * assembly does (sha512-x86_64 and others): its CFA is the expression *(rsp + 8) + 16
+ * (DW_OP_breg7 8; DW_OP_deref; DW_OP_plus_uconst 16), the caller's rbp saved at
+ * CFA - 16, and rbp zeroed, so that no frame-pointer step can stand in for the rule. It
+ * calls cb, which unwinds. */
+void realigned_frame(void (*cb)(void));
+extern const char realigned_ret[];
+__asm__(".text\n"
+	".globl realigned_frame\n"
+	".type realigned_frame, @function\n"
+	"realigned_frame:\n"
+	".cfi_startproc\n"
+	"push %rbp\n"
+	".cfi_adjust_cfa_offset 8\n"
+	".cfi_offset rbp, -16\n"
+	"mov %rsp, %rax\n"
+	"sub $64, %rsp\n"
+	"and $-32, %rsp\n"
+	"mov %rax, 8(%rsp)\n"
+	".cfi_escape 0x0f, 0x05, 0x77, 0x08, 0x06, 0x23, 0x10\n"
+	"xor %ebp, %ebp\n"
+	"call *%rdi\n"
+	".globl realigned_ret\n"
+	"realigned_ret:\n"
+	"mov 8(%rsp), %rsp\n"
+	".cfi_def_cfa rsp, 16\n"
+	"pop %rbp\n"
+	".cfi_adjust_cfa_offset -8\n"
+	".cfi_restore rbp\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size realigned_frame, .-realigned_frame\n");
+
+static void unwind_from_callback(void)
+{
+	ucontext_t uc;
+	getcontext(&uc);
+	unwind_here(&uc);
+}
+
+START_TEST(through_a_frame_whose_cfa_is_loaded_from_a_slot)
+{
+	realigned_frame(unwind_from_callback);
+	bool found = false;
+	for (uint32_t i = 0; i < npcs; i++)
+		found |= pcs[i] == (uintptr_t)realigned_ret;
+	ck_assert_msg(found, "realigned_frame's return address is not in the %u frames", npcs);
+	ck_assert_msg(pcs[npcs - 1] > PC_SYNTHETIC_MAX,
+		      "walk ended in synthetic pc %lu after %u frames",
+		      (unsigned long)pcs[npcs - 1], npcs);
+}
+END_TEST
+
 /* A handler running on the thread's stack unwinds through the kernel's signal frame
  * into the function that raised the signal. */
 static volatile sig_atomic_t in_raiser;
@@ -168,6 +224,85 @@ START_TEST(through_a_signal_frame)
 		found |= pcs[i] > raiser_lo && pcs[i] <= raiser_hi;
 	ck_assert_msg(found, "raiser() not found among %u frames after the signal frame", npcs);
 	ck_assert(pcs[npcs - 1] > PC_SYNTHETIC_MAX); /* rooted, not incomplete */
+}
+END_TEST
+
+/* A leaf whose CFA is in rax, as OpenSSL's assembly has it after `mov %rsp,%rax` and a
+ * realignment: it spins, stack realigned, until a signal's handler (which unwinds from
+ * the interrupted context, registers included) sets the flag rdi points at. Its caller
+ * is assembly too, so that its return address (spin_ret) is known: a frame-pointer step
+ * from the leaf would skip it. */
+void spin_via(volatile int *flag);
+extern const char spin_ret[];
+__asm__(".text\n"
+	"cfa_in_rax_spin:\n"
+	".cfi_startproc\n"
+	"mov %rsp, %rax\n"
+	".cfi_def_cfa_register rax\n"
+	"and $-64, %rsp\n"
+	"sub $64, %rsp\n"
+	"1: pause\n"
+	"cmpl $0, (%rdi)\n"
+	"je 1b\n"
+	"mov %rax, %rsp\n"
+	".cfi_def_cfa_register rsp\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".globl spin_via\n"
+	".type spin_via, @function\n"
+	"spin_via:\n"
+	".cfi_startproc\n"
+	"sub $8, %rsp\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"call cfa_in_rax_spin\n"
+	".globl spin_ret\n"
+	"spin_ret:\n"
+	"add $8, %rsp\n"
+	".cfi_adjust_cfa_offset -8\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size spin_via, .-spin_via\n");
+
+static volatile int spin_flag;
+static uint32_t spin_in_leaf; /* walks made while the leaf spun */
+
+static void on_alarm_unwind(int sig, siginfo_t *si, void *ucv)
+{
+	(void)sig;
+	(void)si;
+	const ucontext_t *uc = ucv;
+	struct stack_range r;
+	if (!stack_bounds_self(true, 0, &r))
+		return;
+	struct unwind_regs regs = {
+	    .pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+	    .sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+	    .fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+	    .stack_hi = r.hi,
+	    .gregs = uc->uc_mcontext.gregs,
+	};
+	npcs = unwind_dwarf(&regs, pcs, UNWIND_MAX_DEPTH);
+	spin_in_leaf++;
+	spin_flag = 1;
+}
+
+START_TEST(leaf_whose_cfa_is_in_another_register)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_alarm_unwind;
+	sa.sa_flags = SA_SIGINFO;
+	ck_assert_int_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	struct itimerval it = {.it_value = {0, 20000}};
+	ck_assert_int_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	spin_via(&spin_flag);
+	ck_assert_uint_eq(spin_in_leaf, 1);
+	ck_assert_msg(npcs >= 3 && pcs[1] == (uintptr_t)spin_ret,
+		      "the leaf's caller is %#lx, not spin_ret (%#lx), in %u frames",
+		      npcs > 1 ? (unsigned long)pcs[1] : 0UL, (unsigned long)spin_ret, npcs);
+	ck_assert_msg(pcs[npcs - 1] > PC_SYNTHETIC_MAX,
+		      "walk ended in synthetic pc %lu after %u frames",
+		      (unsigned long)pcs[npcs - 1], npcs);
 }
 END_TEST
 
@@ -339,6 +474,8 @@ static Suite *unwind_suite(void)
 	tcase_add_test(tc, recursion_with_frame_pointers);
 	tcase_add_test(tc, deep_stack_is_truncated_not_incomplete);
 	tcase_add_test(tc, through_a_signal_frame);
+	tcase_add_test(tc, through_a_frame_whose_cfa_is_loaded_from_a_slot);
+	tcase_add_test(tc, leaf_whose_cfa_is_in_another_register);
 	tcase_add_test(tc, garbage_stacks_end_cleanly);
 	tcase_add_test(tc, unknown_stack_reads_are_guarded);
 	tcase_add_test(tc, guarded_reads_follow_the_seccomp_check);
