@@ -353,7 +353,10 @@ void agent_module_loading(void)
 
 bool agent_module_load_in_caller(void)
 {
-	return agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active();
+	/* Not in one of the application's signal handlers: the thread may hold the
+	 * registry's lock in the call it interrupted. */
+	return agent_running() && !sampler_thread_is_internal() && !sandbox_thread_active() &&
+	       !app_signals_in_handler();
 }
 
 void agent_module_loaded(void)

@@ -105,7 +105,8 @@ void agent_module_loading(void);
 void agent_module_unloaded(void);
 /* Normal context, an application thread about to call dlopen: whether its own call may
  * build the new modules' unwind tables once the real dlopen returns (the agent runs,
- * the thread is the application's, no seccomp filter of its own). When it may, the
+ * the thread is the application's, no seccomp filter of its own, not inside one of the
+ * application's signal handlers). When it may, the
  * caller calls agent_module_loaded after the load instead of agent_module_loading
  * before it. */
 bool agent_module_load_in_caller(void);

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/agent.h"
@@ -208,12 +209,31 @@ static dlclose_fn real_dlclose;
  * loads a library): only the outermost builds tables, once the whole load is done. */
 static __thread unsigned dlopen_depth __attribute__((tls_model("initial-exec")));
 
+/* glibc 2.35's _dl_find_object, looked up at the first dlopen (the library asks for no
+ * symbol version past 2.34): without it, every dlopen takes the real one directly. */
+typedef int (*find_object_fn)(void *pc, struct dl_find_object *out);
+static find_object_fn find_object;
+static _Atomic int find_object_state; /* 0 not looked up, 1 found, 2 absent */
+/* Set at start-up: LD_AUDIT modules are told who loads what (la_objsearch gets the
+ * caller's cookie): they see the application's calls as they are. */
+static bool audited;
+
 /* Whether the caller at return address caller lies in the base link namespace (where
  * glibc puts a caller it finds in no module, JIT code). */
 static bool caller_in_base_namespace(const void *caller)
 {
+	/* Acquire pairs with the release below: find_object is written. */
+	int state = atomic_load_explicit(&find_object_state, memory_order_acquire);
+	if (state == 0) {
+		find_object = (find_object_fn)dlsym(RTLD_DEFAULT, "_dl_find_object");
+		state = find_object ? 1 : 2;
+		/* Release pairs with the acquire above; every thread finds the same. */
+		atomic_store_explicit(&find_object_state, state, memory_order_release);
+	}
 	struct dl_find_object dlfo;
-	if (_dl_find_object((void *)caller, &dlfo) != 0)
+	if (state != 1)
+		return false;
+	if (find_object((void *)caller, &dlfo) != 0)
 		return true;
 	Lmid_t ns;
 	return dlinfo(dlfo.dlfo_link_map, RTLD_DI_LMID, &ns) == 0 && ns == LM_ID_BASE;
@@ -244,8 +264,8 @@ __attribute__((used)) void *preload_dlopen_enter(const char *file, int mode, con
 		/* Release pairs with the acquire above; every thread resolves the same. */
 		__atomic_store_n(&real_dlopen, f, __ATOMIC_RELEASE);
 	}
-	if (f && file && strchr(file, '/') && !strchr(file, '$') && agent_module_load_in_caller() &&
-	    caller_in_base_namespace(caller))
+	if (f && file && !audited && strchr(file, '/') && !strchr(file, '$') &&
+	    agent_module_load_in_caller() && caller_in_base_namespace(caller))
 		return (void *)preload_dlopen_in_caller;
 	agent_module_loading(); /* not for the profiler's own loads: agent.c says why */
 	return (void *)f;
@@ -303,6 +323,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 	config_load(&cfg, NULL); /* NULL: the process environment */
 	if (!cfg.enabled)
 		goto out;
+	audited = getenv("LD_AUDIT") != NULL;
 	own_create = resolve_libc_pthread_create();
 	if (!resolve_pthread_create() || !own_create) {
 		log_error("cannot find pthread_create; profiling disabled");

@@ -75,11 +75,13 @@ FORK_CHILD_DATA static _Atomic uint32_t fork_gen;
 /* The tid of a fork child's only thread (the forking one, whose state is stale until
  * tls_reset), read by its fork handler: the sampling handler needs no system call. */
 FORK_CHILD_DATA static pid_t fork_child_tid;
-/* That thread's state: the only one fork_child_tid is the tid of. A thread the child
- * creates later also finds a generation that is not fork_gen (its state is fresh), and
- * must not take the forking thread's tid: its timer would be the forking thread's, and
- * its samples charged to it. */
-FORK_CHILD_DATA static const struct thread_state *fork_child_state;
+/* That thread's state: the only one fork_child_tid is the tid of, until that state is
+ * reset (then no other is: glibc may give a thread the child creates later the
+ * address of a thread that ended). A thread the child creates also finds a generation
+ * that is not fork_gen (its state is fresh), and must not take the forking thread's
+ * tid: its timer would be the forking thread's, and its samples charged to it.
+ * Relaxed: only the forking thread's own reset stores it after the fork handler. */
+FORK_CHILD_DATA static _Atomic(const struct thread_state *) fork_child_state;
 /* An exact thread (sampler_thread_armed) armed since the process began or forked: until
  * then no thread has an end account, and exit need not look at its own state. */
 FORK_CHILD_DATA static _Atomic bool exact_armed;
@@ -90,7 +92,12 @@ FORK_CHILD_PATH static void tls_reset(struct thread_state *ts, uint32_t g)
 {
 	/* The only thread a fork child starts with is the forking one; a thread created
 	 * later reads its own tid (sampler_gettid, sampler_thread_setup). */
-	ts->tid = ts == fork_child_state ? fork_child_tid : 0;
+	if (ts == atomic_load_explicit(&fork_child_state, memory_order_relaxed)) {
+		ts->tid = fork_child_tid;
+		atomic_store_explicit(&fork_child_state, NULL, memory_order_relaxed);
+	} else {
+		ts->tid = 0;
+	}
 	ts->sampled = false;
 	ts->exact = false;
 	ts->ended = false;
@@ -548,7 +555,8 @@ bool sampler_thread_is_internal(void)
 FORK_CHILD_PATH void sampler_after_fork_child(pid_t tid)
 {
 	fork_child_tid = tid;
-	fork_child_state = &tls_state; /* an address: the state's page is not touched */
+	/* An address: the state's page is not touched. */
+	atomic_store_explicit(&fork_child_state, &tls_state, memory_order_relaxed);
 	/* A new task: its own tid, CPU clock and samples. The forking thread's state is
 	 * reset at its next use (tls_current), not here. */
 	atomic_store_explicit(&fork_gen, atomic_load_explicit(&fork_gen, memory_order_relaxed) + 1,

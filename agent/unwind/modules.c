@@ -84,10 +84,12 @@ static _Atomic uint64_t st_modules, st_table_bytes, st_rows, st_rows_unsupported
 FORK_CHILD_DATA static _Atomic uint64_t st_tables; /* a fork child reads it */
 /* Modules of the last scan whose table is not built yet (written when it changes). */
 static _Atomic uint64_t st_unbuilt;
-/* The loader's loads + unloads (loader_gen_of) when the last scan walked: a later walk
- * that finds the same count has nothing new to see. Relaxed: a hint, compared again by
+/* The loader's loads + unloads (loader_gen_of) at the walk of the last rescan that then
+ * built every table a dlopen caller waits for (MODULES_BUILD_LATE's, or all): a later
+ * walk that finds the same count has nothing to build for a caller. Stored once the
+ * builds are done, under mod_lock; relaxed: a hint, checked again under the lock by
  * whoever rescans. */
-static _Atomic uint64_t scanned_gen;
+static _Atomic uint64_t built_gen;
 static _Atomic uint64_t st_build_ns, st_build_failures, st_fdes_skipped, st_publications, st_leaked;
 
 /* ---------------------------------------------------------------- scanning */
@@ -388,7 +390,6 @@ int modules_rescan(bool *changed_out, enum modules_build build)
 		return s.err;
 	}
 	pthread_mutex_lock(&mod_lock);
-	atomic_store_explicit(&scanned_gen, s.loader_gen, memory_order_relaxed);
 	if (mods_stale)
 		adopt_published_map();
 	for (size_t i = 0; i < nmods; i++)
@@ -456,6 +457,8 @@ int modules_rescan(bool *changed_out, enum modules_build build)
 		}
 	}
 	update_live_stats();
+	if (build != MODULES_BUILD_NONE)
+		atomic_store_explicit(&built_gen, s.loader_gen, memory_order_relaxed);
 	int n = (int)nmods;
 	pthread_mutex_unlock(&mod_lock);
 	big_free(s.f);
@@ -503,9 +506,9 @@ static uint64_t loader_gen_now(void)
 void modules_load_sync(void)
 {
 	uint64_t gen = loader_gen_now();
-	if (gen != 0 && gen == atomic_load_explicit(&scanned_gen, memory_order_relaxed))
-		return; /* nothing mapped or unmapped since the last scan (a module loaded already)
-			 */
+	/* Nothing mapped or unmapped since the last build (the module was loaded already). */
+	if (gen != 0 && gen == atomic_load_explicit(&built_gen, memory_order_relaxed))
+		return;
 	bool changed;
 	modules_rescan(&changed, MODULES_BUILD_LATE);
 }
@@ -515,7 +518,7 @@ bool modules_registry_behind(void)
 	if (atomic_load_explicit(&st_unbuilt, memory_order_relaxed) != 0)
 		return true;
 	uint64_t gen = loader_gen_now();
-	return gen == 0 || gen != atomic_load_explicit(&scanned_gen, memory_order_relaxed);
+	return gen == 0 || gen != atomic_load_explicit(&built_gen, memory_order_relaxed);
 }
 
 FORK_CHILD_PATH bool modules_have_tables(void)

@@ -20,6 +20,7 @@
 
 #include "agent/unwind/module_map.h"
 #include "agent/unwind/modules.h"
+#include "agent/unwind/modules_internal.h"
 #include "common/bg_host.h"
 #include "check_run.h"
 #include "common/asan.h"
@@ -63,6 +64,37 @@ START_TEST(finds_executable_libc_and_vdso)
 	ck_assert_uint_ge(st.tables, 3);
 	ck_assert_uint_gt(st.table_bytes, 100000); /* libc alone has ~28k rows */
 	ck_assert_uint_eq(st.leaked, 0);
+}
+END_TEST
+
+/* A dlopen caller's own rescan (modules_load_sync, from the preload layer's dlopen)
+ * builds the new library's table before it returns, even when another rescan that
+ * builds nothing (the symbolizer's, modules_retire_unloaded) saw the load first; a fork
+ * child asks whether its parent's registry was behind (modules_registry_behind). */
+START_TEST(a_dlopen_callers_rescan_builds_its_table)
+{
+	modules_init();
+	modules_refresh();
+	ck_assert(!modules_registry_behind());
+	void *h = dlopen(churn_lib(), RTLD_NOW);
+	ck_assert_msg(h != NULL, "%s", dlerror());
+	uintptr_t fn = (uintptr_t)dlsym(h, "churn_burn");
+	ck_assert(fn != 0);
+	ck_assert(modules_registry_behind());
+	bool changed;
+	ck_assert_int_gt(modules_rescan(&changed, MODULES_BUILD_NONE), 0);
+	ck_assert(changed);
+	ck_assert(modules_registry_behind()); /* found, not built */
+	modules_load_sync();
+	unsigned slot;
+	const struct module_map *m = module_map_enter(&slot);
+	const struct module_entry *e = module_map_find(m, fn);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_nonnull(e->table);
+	module_map_exit(slot);
+	ck_assert(!modules_registry_behind());
+	ck_assert_int_eq(dlclose(h), 0);
+	modules_refresh();
 }
 END_TEST
 
@@ -302,6 +334,7 @@ static Suite *modules_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, finds_executable_libc_and_vdso);
+	tcase_add_test(tc, a_dlopen_callers_rescan_builds_its_table);
 	tcase_add_test(tc, unloaded_library_is_retired);
 	tcase_add_test(tc, publication_under_concurrent_readers);
 	tcase_add_test(tc, hosted_service_builds_tables_and_follows_dlopen);
