@@ -13,8 +13,8 @@ import subprocess
 import threading
 import time
 
-from itest import (LIB, ROOT, WORKLOADS, Gunicorn, check, dump, profile_files, run_profiled,
-                   value_index)
+from itest import (LIB, ROOT, WORKLOADS, Gunicorn, app_total, check, dump, files_by_pid,
+                   profile_files, run_profiled, value_index)
 
 HARM = os.path.join(WORKLOADS, "harm")
 
@@ -307,3 +307,36 @@ def test_secure_execution_keeps_the_agent_off(ctx):
           "the plain copy: status %d, %d profiles" % results[False][:2])
     return "setgid: status %d, no profile, silent; plain: status 0, %d profiles" % (
         status, results[False][1])
+
+
+def test_children_ending_with_exit_keep_their_status_and_are_profiled(ctx):
+    """A vfork child that calls _exit(3) at once, a fork child that computes 0.3 s and
+    calls _exit(5) from its SIGUSR1 handler, a fork child that computes 0.3 s and calls
+    _exit(7): the same wait statuses alone and under the agent; under the agent the
+    third child has a profile holding its CPU (its final profile, made by _exit), the
+    handler's child ends without waiting for one (no profile work inside an application's
+    signal handler: within 1 s of its creation), and the vfork child writes nothing."""
+    seen = {}
+    for preload in (False, True):
+        rc, stdout, stderr, out = harm(ctx, ["endings", 0.3], preload=preload, timeout=30)
+        m = re.search(r"endings status (-?\d+) (-?\d+) (-?\d+) pids (\d+) (\d+) (\d+) "
+                      r"ms ([0-9.]+) ([0-9.]+) ([0-9.]+)", stdout)
+        who = "agent" if preload else "alone"
+        check(rc == 0 and m, "%s: exit %d: %r %r" % (who, rc, stdout, stderr[-300:]))
+        seen[who] = m
+    statuses = {w: [int(seen[w].group(i)) for i in (1, 2, 3)] for w in seen}
+    check(statuses["alone"] == statuses["agent"] == [3 << 8, 5 << 8, 7 << 8],
+          "wait statuses: %s" % statuses)
+    m = seen["agent"]
+    pids = [int(m.group(i)) for i in (4, 5, 6)]
+    handler_ms = float(m.group(8))
+    check(handler_ms < 1000, "the child ending in its handler took %.0f ms" % handler_ms)
+    by_pid = files_by_pid(out)
+    check(pids[0] not in by_pid, "the vfork child wrote a profile")
+    check(pids[2] in by_pid, "the child that called _exit has no profile (profiles of %s)"
+          % sorted(by_pid))
+    profs = dump(by_pid[pids[2]])
+    cpu = app_total(profs, value_index(profs[0], "cpu-time")) / 1e9
+    check(0.25 <= cpu <= 0.4, "its profile holds %.3f s of its 0.3 s" % cpu)
+    return "statuses %s; _exit child's profile %.3f s; handler child %.0f ms" % (
+        statuses["agent"], cpu, handler_ms)

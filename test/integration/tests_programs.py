@@ -248,3 +248,65 @@ def test_gunicorn_workers_are_rooted_and_in_every_period_they_served(ctx):
         results.append("%s %.2f%% incomplete %.1f%% rooted (%.1f s)" % (
             name, 100.0 * incomplete / total, 100.0 * rooted / total, total / 1e9))
     return "; ".join(results)
+
+
+# A pool's workers burn 50 ms of CPU per task and report their pid and their process's
+# CPU clock with each result; the pool is closed and joined. With fork and forkserver
+# the workers end with os._exit (no exit handlers, no destructor), with spawn with
+# sys.exit.
+PY_POOL = """
+import multiprocessing as mp, os, sys, time
+def task(n):
+    end = time.process_time() + 0.05
+    x = 0
+    while time.process_time() < end:
+        x += sum(i * i for i in range(1000))
+    return os.getpid(), time.process_time()
+if __name__ == "__main__":
+    pool = mp.get_context(sys.argv[1]).Pool(2)
+    res = pool.map(task, range(24), chunksize=1)
+    pool.close()
+    pool.join()
+    cpu = {}
+    for pid, t in res:
+        cpu[pid] = max(cpu.get(pid, 0.0), t)
+    for pid, t in sorted(cpu.items()):
+        print("worker %d %.6f" % (pid, t))
+"""
+
+
+def test_pool_workers_that_end_with_os_exit_are_profiled(ctx):
+    """multiprocessing.Pool(2) with the fork, forkserver and spawn start methods, 24
+    tasks of 50 ms of CPU, closed and joined, at 1 kHz: every worker that ran a task has
+    a profile, and the CPU of the workers' profiles is within 10% of what the workers'
+    own clocks counted. Workers forked (directly or by the fork server) end with
+    os._exit, which runs no exit handler: before _exit made the final profile, they were
+    absent (0 of their CPU)."""
+    results = []
+    for method in ("fork", "forkserver", "spawn"):
+        out = os.path.join(ctx.dir, "out-" + method)
+        script = os.path.join(ctx.dir, "pool.py")  # spawn and forkserver import __main__
+        with open(script, "w") as f:
+            f.write(PY_POOL)
+        rc, stdout, stderr, _cpu, _wall = run_profiled(
+            [PYTHON, script, method],
+            {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+        check(rc == 0, "%s: exit %d: %s" % (method, rc, stderr[-500:]))
+        check("libddprof" not in stderr, "%s: agent messages: %s" % (method, stderr[-500:]))
+        workers = {}
+        for line in stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "worker":
+                workers[int(parts[1])] = float(parts[2])
+        check(len(workers) == 2, "%s: workers %s" % (method, workers))
+        by_pid = files_by_pid(out)
+        missing = sorted(p for p in workers if p not in by_pid)
+        check(not missing, "%s: workers %s have no profile (profiles of %s)"
+              % (method, missing, sorted(by_pid)))
+        profiled = sum(shares(dump(by_pid[p], stacks=True))[0] for p in workers) / 1e9
+        truth = sum(workers.values())
+        ratio = profiled / truth
+        check(abs(ratio - 1) <= 0.10, "%s: the workers' profiles hold %.3f s of the %.3f s "
+              "their clocks counted (%.3f)" % (method, profiled, truth, ratio))
+        results.append("%s %.3f of %.2f s" % (method, ratio, truth))
+    return "; ".join(results)

@@ -40,6 +40,10 @@
  *                       its own thread does; prints "stalejoin rc R ms M threads T" (R:
  *                       the join's result, 0 at once when no thread took the ended one's
  *                       descriptor; T: the child's threads after the dlopen).
+ *  endings SECONDS      three children that end with _exit: a vfork child at once, a fork
+ *                       child from its SIGUSR1 handler after computing SECONDS, and a
+ *                       fork child after computing SECONDS; prints "endings status A B C
+ *                       pids P Q R ms X Y Z" (wait statuses, pids, creation to reaping).
  * Every mode's compute loop is harm_burn. Prints "cpu_seconds C" last (process CPU).
  */
 #define _GNU_SOURCE
@@ -356,6 +360,45 @@ static int mode_rawfork(double seconds)
 	return 0;
 }
 
+static void exit_from_handler(int sig)
+{
+	(void)sig;
+	_exit(5);
+}
+
+/* Three children that end with _exit: a vfork child at once (it shares our memory), a
+ * fork child from its SIGUSR1 handler after computing, and a fork child that computes
+ * and calls it itself. */
+static int mode_endings(double seconds)
+{
+	fflush(stdout);
+	int st[3] = {-1, -1, -1};
+	pid_t pids[3];
+	double ms[3];
+	for (int i = 0; i < 3; i++) {
+		double t0 = now_ms();
+		pid_t pid = i == 0 ? vfork() : fork();
+		if (pid < 0)
+			return 3;
+		if (pid == 0) {
+			if (i == 0)
+				_exit(3);
+			compute(seconds, 0);
+			if (i == 1) {
+				signal(SIGUSR1, exit_from_handler);
+				raise(SIGUSR1);
+			}
+			_exit(7);
+		}
+		pids[i] = pid;
+		waitpid(pid, &st[i], 0);
+		ms[i] = now_ms() - t0;
+	}
+	printf("endings status %d %d %d pids %d %d %d ms %.1f %.1f %.1f\n", st[0], st[1], st[2],
+	       (int)pids[0], (int)pids[1], (int)pids[2], ms[0], ms[1], ms[2]);
+	return 0;
+}
+
 static void *end_at_once(void *arg)
 {
 	return arg;
@@ -418,6 +461,8 @@ int main(int argc, char **argv)
 		rc = mode_probe(a2);
 	else if (!strcmp(m, "rawfork"))
 		rc = mode_rawfork(a2);
+	else if (!strcmp(m, "endings"))
+		rc = mode_endings(a2);
 	else if (!strcmp(m, "stalejoin"))
 		rc = mode_stalejoin(a2);
 	else if (!strcmp(m, "status"))
