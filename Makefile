@@ -222,7 +222,7 @@ TSAN_CORE := common/log.c common/bg_host.c common/process_start.c common/mem_pop
 	agent/alloc/alloc_sample.c agent/lock/lock_sample.c agent/wall/wall_clock.c agent/wall/wall_threads.c
 # The module map's publication and grace period (plus what modules.c and
 # modules_service.c call).
-TSAN_MODULES := agent/unwind/modules.c agent/unwind/modules_service.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c \
+TSAN_MODULES := agent/unwind/modules.c agent/unwind/modules_service.c agent/unwind/module_map.c agent/store/grace.c agent/unwind/cfi_table.c agent/unwind/cfi_roots.c \
 	agent/unwind/cfi_parse.c agent/sample/fork_local.c agent/unwind/elf_image.c \
 	agent/sample/sampler.c agent/unwind/stack_bounds.c agent/unwind/stack_ranges.c \
 	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/u64map.c common/big_alloc.c \

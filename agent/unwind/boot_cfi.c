@@ -125,6 +125,34 @@ static void mark_needed(struct scan *sc, const struct mod *m)
 	}
 }
 
+/* Whether m carries Go's build id note (name "Go", type 4): its code has no CFI in
+ * memory, and its roots are marked by its table only (cfi_roots.h). The notes as
+ * mapped, padded to their segment's alignment: every byte read lies in a PT_NOTE
+ * segment that a PT_LOAD of m maps. */
+static bool is_go_module(const struct mod *m)
+{
+	for (size_t i = 0; i < m->phnum; i++) {
+		const ElfW(Phdr) *ph = &m->phdr[i];
+		uintptr_t p = m->bias + ph->p_vaddr, end = p + ph->p_memsz;
+		uintptr_t pad = ph->p_align == 8 ? 7 : 3;
+		if (ph->p_type != PT_NOTE || ph->p_memsz == 0 || !holds(m, p) || !holds(m, end - 1))
+			continue;
+		while (end - p >= sizeof(ElfW(Nhdr))) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			uintptr_t name = p + sizeof(*nh);
+			uintptr_t desc = name + ((nh->n_namesz + pad) & ~pad);
+			uintptr_t next = desc + ((nh->n_descsz + pad) & ~pad);
+			if (next > end || next <= p)
+				break;
+			if (nh->n_type == 4 && (nh->n_namesz == 3 || nh->n_namesz == 4) &&
+			    memcmp((const void *)name, "Go", 3) == 0)
+				return true;
+			p = next;
+		}
+	}
+	return false;
+}
+
 int boot_cfi_init(void)
 {
 	static struct scan sc; /* 3 KiB: not on the constructor's stack */
@@ -180,7 +208,9 @@ int boot_cfi_init(void)
 		}
 	}
 	nleft_out += sc.overflow;
-	roots_covered = exe_ok && libc_ok;
+	/* A Go program's walks end at its roots only once its table marks them: its table
+	 * is wanted at once (modules_service.c). */
+	roots_covered = exe_ok && libc_ok && !(sc.n > 0 && is_go_module(&sc.m[0]));
 	/* Release pairs with the acquire in boot_cfi_find: the entries are written before
 	 * a handler can count them. */
 	atomic_store_explicit(&nsegs, n, memory_order_release);

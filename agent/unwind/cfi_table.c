@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/unwind/cfi_parse.h"
+#include "agent/unwind/cfi_roots.h"
 #include "common/big_alloc.h"
 #include "common/mem_populate.h"
 #include "agent/unwind/elf_image.h"
@@ -270,8 +271,12 @@ int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 	if (rc < 0)
 		return rc;
 	static const char *const names[2] = {".eh_frame", ".debug_frame"};
-	struct cfi_section secs[2];
+	/* First the roots the module's CFI does not mark (cfi_roots.h): the sections after
+	 * it only fill the pcs it leaves. */
+	struct cfi_section secs[3];
 	memset(secs, 0, sizeof(secs));
+	uint8_t *roots_buf;
+	cfi_roots_go(&im, &secs[2], &roots_buf);
 	for (int slot = 0; slot < 2; slot++) {
 		struct elf_section sec;
 		/* A compressed .debug_frame is not inflated: skipped. lld types
@@ -284,7 +289,9 @@ int cfi_table_build_elf(const char *path, const void *image, size_t image_len,
 		secs[slot].vaddr = sec.vaddr;
 		secs[slot].is_debug_frame = slot == 1;
 	}
-	rc = cfi_table_build(secs, 2, elf_image_load_base(&im), out);
+	struct cfi_section ordered[3] = {secs[2], secs[0], secs[1]};
+	rc = cfi_table_build(ordered, 3, elf_image_load_base(&im), out);
+	free(roots_buf);
 	elf_image_close(&im);
 	return rc;
 }

@@ -17,6 +17,7 @@
  * Build, from the repository's root:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
  *     test/fuzz/fuzz_cfi_cache.c agent/unwind/cfi_cache_file.c agent/unwind/cfi_table.c \
+ *     agent/unwind/cfi_roots.c \
  *     agent/unwind/cfi_parse.c agent/unwind/cfi_decode.c agent/unwind/elf_image.c \
  *     common/fs.c common/mem_populate.c -lelf -ldl -lpthread -o fuzz_cfi_cache
  * Run: ./fuzz_cfi_cache -max_total_time=60 test/fuzz/corpus/cfi_cache/

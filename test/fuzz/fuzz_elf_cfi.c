@@ -29,7 +29,8 @@
  * Build, from the repository's root (make fuzz does: it links every library source but
  * preload/ as one archive):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
- *     test/fuzz/fuzz_elf_cfi.c agent/unwind/elf_image.c agent/unwind/cfi_table.c \
+ *     test/fuzz/fuzz_elf_cfi.c agent/unwind/elf_image.c agent/unwind/cfi_table.c
+ * agent/unwind/cfi_roots.c \
  *     agent/unwind/cfi_parse.c agent/unwind/cfi_decode.c agent/unwind/cfi_lookup.c \
  *     agent/symbolize/sym_elf.c agent/symbolize/sym_table.c common/mem_populate.c \
  *     common/big_alloc.c -o fuzz_elf_cfi

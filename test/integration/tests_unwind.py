@@ -11,7 +11,11 @@ import time
 from itest import (PYTHON, PROFILER_FRAME, WORKLOADS, check, dump, go_pprof_top, profile_files,
                    run_profiled, value_index)
 
-ROOTS = {"_start", "__libc_start_main", "clone", "clone3", "start_thread"}
+# A process's and a thread's first frames; a Go program's stacks begin in its runtime
+# (a goroutine's at runtime.goexit, a thread's g0 stack at runtime.mstart or rt0_go):
+# agent/unwind/cfi_roots.h.
+ROOTS = {"_start", "__libc_start_main", "clone", "clone3", "start_thread",
+         "runtime.goexit.abi0", "runtime.mstart.abi0", "runtime.rt0_go.abi0"}
 
 # A pure-Python CPU loop: recursion keeps several interpreter frames on the C stack.
 PY_LOOP = """

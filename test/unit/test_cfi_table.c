@@ -351,6 +351,60 @@ END_TEST
 
 /* lld types .eh_frame SHT_X86_64_UNWIND (GNU ld: SHT_PROGBITS): libLLVM is linked by
  * lld on Debian, and clang (for the TSan build) brings it. */
+/* A cgo Go program (make builds it: scripts/install-deps installs golang-go): its table
+ * marks runtime.goexit (where every goroutine's stack begins), runtime.mstart and
+ * runtime.rt0_go as roots (cfi_roots.h), which no CFI of Go's says; a C library's
+ * table gets no such rows. */
+static uint64_t symbol_address(const char *path, const char *name)
+{
+	char cmd[4300];
+	snprintf(cmd, sizeof(cmd), "nm '%s' 2>/dev/null", path);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	char line[512];
+	uint64_t addr = 0;
+	while (fgets(line, sizeof(line), p)) {
+		unsigned long long a;
+		char type, sym[400];
+		if (sscanf(line, "%llx %c %399s", &a, &type, sym) == 3 && !strcmp(sym, name))
+			addr = a;
+	}
+	pclose(p);
+	return addr;
+}
+
+START_TEST(go_runtime_entry_frames_are_roots)
+{
+	const char *dir = getenv("DDPROF_BUILD_DIR");
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/workloads/go-spin", dir ? dir : "build");
+	struct stat sb;
+	ck_assert_msg(stat(path, &sb) == 0, "%s missing (make builds it with golang-go)", path);
+	struct cfi_table t;
+	ck_assert_int_eq(cfi_table_build_elf(path, NULL, 0, &t), 0);
+	static const char *const roots[] = {"runtime.goexit.abi0", "runtime.mstart.abi0",
+					    "runtime.rt0_go.abi0"};
+	for (size_t i = 0; i < 3; i++) {
+		uint64_t a = symbol_address(path, roots[i]);
+		ck_assert_msg(a != 0, "%s: no %s", path, roots[i]);
+		/* A goroutine's function returns to goexit + 1: looked up at goexit. */
+		const struct cfi_row *r = cfi_table_find(&t, a);
+		ck_assert_msg(r && r->kind == CFI_ROOT, "%s at %#llx: kind %d", roots[i],
+			      (unsigned long long)a, r ? r->kind : -1);
+	}
+	/* What lies past goexit (its code is a NOP and a CALL) is no root. */
+	uint64_t spin = symbol_address(path, "main.spin");
+	ck_assert(spin != 0);
+	const struct cfi_row *r = cfi_table_find(&t, spin);
+	ck_assert(!r || r->kind != CFI_ROOT);
+	cfi_table_free(&t);
+	ck_assert_int_eq(cfi_table_build_elf("/lib/x86_64-linux-gnu/libz.so.1", NULL, 0, &t), 0);
+	for (size_t i = 0; i < t.nrows; i++)
+		ck_assert(t.rows[i].kind != CFI_ROOT);
+	cfi_table_free(&t);
+}
+END_TEST
+
 START_TEST(eh_frame_of_type_x86_64_unwind)
 {
 	const char *lib = "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1";
@@ -719,6 +773,7 @@ static Suite *cfi_suite(void)
 	tcase_add_test(tc, matches_readelf_libz_libelf);
 	tcase_add_test(tc, matches_readelf_python);
 	tcase_add_test(tc, matches_readelf_libcrypto);
+	tcase_add_test(tc, go_runtime_entry_frames_are_roots);
 	tcase_add_test(tc, matches_readelf_self);
 	tcase_add_test(tc, debug_frame_only_module);
 	tcase_add_test(tc, eh_frame_of_type_x86_64_unwind);
