@@ -17,6 +17,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -347,12 +349,34 @@ static void load_string(struct loader *ld, const char *name, char *dst, size_t s
 			 keep);
 }
 
+/* A relative directory names the one it names now, at start-up: the profiles are
+ * written later, by a thread of ours, after the program may have changed its working
+ * directory (a daemon's chdir("/")). */
 static void load_output_dir(struct loader *ld, struct config *out)
 {
 	const char *v = lookup(ld, "DD_PROFILING_OUTPUT_DIR");
 	if (!v)
 		return;
-	if (strlen(v) < sizeof(out->output_dir)) {
+	char cwd[sizeof(out->output_dir)];
+	if (v[0] != '/') {
+		int saved_errno = errno;
+		bool have = getcwd(cwd, sizeof(cwd)) != NULL && cwd[0] == '/';
+		errno = saved_errno;
+		if (!have) {
+			warn_bad(ld, v,
+				 "is relative and the working directory cannot be read; "
+				 "using the default \"\" (no file export)");
+			return;
+		}
+		size_t n = strlen(cwd);
+		size_t sep = n > 1 ? 1 : 0, vn = strlen(v);
+		if (n + sep + vn < sizeof(out->output_dir)) {
+			memcpy(out->output_dir, cwd, n);
+			memcpy(out->output_dir + n, "/", sep);
+			memcpy(out->output_dir + n + sep, v, vn + 1);
+			return;
+		}
+	} else if (strlen(v) < sizeof(out->output_dir)) {
 		strcpy(out->output_dir, v);
 		return;
 	}

@@ -9,8 +9,10 @@ import os
 import threading
 import time
 
-from itest import (PYTHON, Gunicorn, check, dump, files_by_pid, go_pprof_top, profile_files,
-                   run_profiled, value_index)
+import subprocess
+
+from itest import (PRELOAD, PYTHON, Gunicorn, check, clean_env, dump, files_by_pid,
+                   go_pprof_top, profile_files, run_profiled, value_index)
 from tests_unwind import ROOTS
 
 INCOMPLETE = "[incomplete]"
@@ -310,3 +312,26 @@ def test_pool_workers_that_end_with_os_exit_are_profiled(ctx):
               "their clocks counted (%.3f)" % (method, profiled, truth, ratio))
         results.append("%s %.3f of %.2f s" % (method, ratio, truth))
     return "; ".join(results)
+
+
+def test_relative_output_dir_is_the_one_named_at_start(ctx):
+    """DD_PROFILING_OUTPUT_DIR=rel in a program that computes, then does chdir("/")
+    (as a daemon does) and computes again: its profile is in rel under the directory
+    it started in, not in /rel."""
+    script = ("import os, time\n"
+              "def burn(s):\n"
+              "    end = time.process_time() + s\n"
+              "    while time.process_time() < end: pass\n"
+              "burn(0.2); os.chdir('/'); burn(0.2)\n")
+    env = clean_env({"LD_PRELOAD": PRELOAD, "DD_PROFILING_OUTPUT_DIR": "rel"})
+    check(not os.path.exists("/rel"), "/rel exists before the test")
+    r = subprocess.run([PYTHON, "-c", script], env=env, cwd=ctx.dir, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    stray = os.path.exists("/rel")
+    if stray:
+        subprocess.run(["rm", "-rf", "/rel"])
+    check(r.returncode == 0, "python exit %d: %s" % (r.returncode, r.stderr[-300:]))
+    check(not stray, "profiles went to /rel")
+    files = profile_files(os.path.join(ctx.dir, "rel"))
+    check(len(files) == 1, "profiles in %s/rel: %s" % (ctx.dir, files))
+    return "written to %s" % files[0]

@@ -228,6 +228,23 @@ START_TEST(test_output_dir_is_copied)
 }
 END_TEST
 
+/* A relative directory is resolved against the working directory at start-up: a
+ * program that then changes it (a daemon's chdir("/")) still writes where it was told. */
+START_TEST(test_relative_output_dir_is_resolved_at_start)
+{
+	char old[4096];
+	ck_assert_ptr_nonnull(getcwd(old, sizeof(old)));
+	ck_assert_int_eq(chdir("/tmp"), 0);
+	struct config cfg;
+	load_one_good(&cfg, "DD_PROFILING_OUTPUT_DIR", "rel/profiles");
+	ck_assert_str_eq(cfg.output_dir, "/tmp/rel/profiles");
+	ck_assert_int_eq(chdir("/"), 0);
+	load_one_good(&cfg, "DD_PROFILING_OUTPUT_DIR", "rel");
+	ck_assert_str_eq(cfg.output_dir, "/rel");
+	ck_assert_int_eq(chdir(old), 0);
+}
+END_TEST
+
 START_TEST(test_too_long_output_dir_warns_once_and_disables_export)
 {
 	static char path[CONFIG_PATH_MAX + 1];
@@ -748,6 +765,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_bad_upload_period_warns_once_and_uses_default);
 	tcase_add_test(tc, test_bad_upload_period_warning_names_variable_value_and_default);
 	tcase_add_test(tc, test_output_dir_is_copied);
+	tcase_add_test(tc, test_relative_output_dir_is_resolved_at_start);
 	tcase_add_test(tc, test_too_long_output_dir_warns_once_and_disables_export);
 	tcase_add_test(tc, test_unwind_cache_dir_follows_the_xdg_rule_and_can_be_turned_off);
 	tcase_add_test(tc, test_max_memory_accepts_binary_suffixes_in_any_case);
