@@ -361,8 +361,12 @@ bool agent_module_load_in_caller(void)
 
 void agent_module_loaded(void)
 {
-	if (agent_module_load_in_caller() && modules_start_deferred())
+	if (agent_module_load_in_caller() && modules_start_deferred()) {
 		modules_load_sync();
+		/* The host thread, started now if it was not (as a dlopen it does not watch
+		 * would): it applies the GOT hooks to the new modules. */
+		modules_notify();
+	}
 	alloc_hooks_notify();
 	lock_hooks_notify();
 	wall_hooks_notify();

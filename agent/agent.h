@@ -112,7 +112,8 @@ void agent_module_unloaded(void);
 bool agent_module_load_in_caller(void);
 /* Normal context, in the application's dlopen call after the real one returned a
  * module: the tables of the modules it loaded are built now, on this thread
- * (modules_load_sync); the hooks' GOT rescans are asked for. */
+ * (modules_load_sync); the host thread is started if it was not, and the hooks' GOT
+ * rescans are asked for. */
 void agent_module_loaded(void);
 
 /* The host thread: applies the GOT hooks (allocation, lock, wall) to the modules loaded

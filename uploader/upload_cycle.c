@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/agent_snapshot.h"
@@ -97,6 +98,22 @@ static void check_sampling_signal(void)
 	log_warn("the application replaced the handler of signal %d without going through "
 		 "libc; profiling stops (set DD_PROFILING_SIGNAL to a signal it leaves alone)",
 		 sampler_signal());
+}
+
+void upload_cycle_jit(struct upload_ctx *ctx)
+{
+	if (!ctx->sym) {
+		/* No symbolizer yet (no profile with samples): made only for a map. */
+		char path[64];
+		struct stat st;
+		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+		if (stat(path, &st) != 0)
+			return;
+		ctx->sym = symbolizer_new();
+		if (!ctx->sym)
+			return;
+	}
+	symbolizer_refresh_jit(ctx->sym);
 }
 
 bool upload_cycle_signal_lost(void)

@@ -45,6 +45,10 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline);
 /* Reads the symbol tables of the code every fork child runs into ctx->sym (made if
  * needed), giving up between modules once *give_up is set. */
 void upload_cycle_warm(struct upload_ctx *ctx, const _Atomic bool *give_up);
+/* Reads what is new in the process's perf map into ctx->sym's JIT names (ctx->sym made
+ * first, when the map exists), so that names the map gives while code runs survive the
+ * map's removal. One stat when there is no map. */
+void upload_cycle_jit(struct upload_ctx *ctx);
 /* Whether the sampling signal was taken from us (sampling stopped). Any thread. */
 bool upload_cycle_signal_lost(void);
 /* Fork child: the next profile is the child's first, its profiler CPU counted afresh. */

@@ -36,6 +36,7 @@
 #include "uploader/export_datadog.h"
 #include "uploader/export_set.h"
 #include "uploader/http_send.h"
+#include "uploader/host_agent.h"
 #include "uploader/upload_cycle.h"
 #include "uploader/upload_stats.h"
 
@@ -78,7 +79,16 @@ FORK_CHILD_DATA static struct control ctl = {.lock = &ctl_lock_fallback};
  * host_thr, which only the thread writes (not on the fork child's page: the thread's
  * frequent writes would copy that page after every fork).
  */
-enum service_id { SVC_UPLOAD, SVC_MODULES, SVC_ROOM, SVC_WARM, SVC_THREADS, SVC_HOOKS, SVC_COUNT };
+enum service_id {
+	SVC_UPLOAD,
+	SVC_MODULES,
+	SVC_ROOM,
+	SVC_WARM,
+	SVC_THREADS,
+	SVC_HOOKS,
+	SVC_JIT,
+	SVC_COUNT
+};
 #define SVC_BIT(id) (1u << (id))
 FORK_CHILD_DATA static struct bg_host host;
 static struct bg_host_thread host_thr;
@@ -239,115 +249,67 @@ static uint64_t upload_run(void *arg, uint64_t now)
 	return upload_next;
 }
 
-/* Unwind tables of new modules (agent/unwind/modules.h): when modules_service says it
- * is due, or a dlopen kicks it. */
-static uint64_t modules_run(void *arg, uint64_t now)
+/* Work on ctx->sym marked warming: a fork meanwhile must not adopt a symbolizer
+ * mid-update. Not cycling: an exit with nothing sampled need not wait. */
+static void while_warming(struct upload_ctx *ctx, bool jit)
 {
-	(void)arg;
-	return modules_service(now);
+	pthread_mutex_lock(ctl.lock);
+	ctl.warming = true;
+	pthread_mutex_unlock(ctl.lock);
+	if (jit)
+		upload_cycle_jit(ctx);
+	else
+		upload_cycle_warm(ctx, &exiting);
+	live_sym = ctx->sym;
+	pthread_mutex_lock(ctl.lock);
+	ctl.warming = false;
+	pthread_mutex_unlock(ctl.lock);
 }
 
-/* Memory for the active profile (agent/store/profiles.h) and the live heap's stacks,
- * mapped off the handlers' path when they ask; the live heap's stack stores compacted
- * when they fill (agent/alloc/live_heap.h). */
-static uint64_t room_run(void *arg, uint64_t now)
+/* JIT code's names from the perf map every tenth of a period, a second at most: a JIT
+ * that removes its map, or whose only profile is made at exit, keeps them. */
+static uint64_t jit_run(void *arg, uint64_t now)
 {
-	(void)arg;
-	profiles_grow_if_needed(up_profiles);
-	live_heap_grow();
-	uint64_t next = live_heap_maintain(now, false);
-	return next == UINT64_MAX ? BG_NEVER : next;
-}
-
-static bool room_wanted(void *arg)
-{
-	(void)arg;
-	return profiles_room_wanted(up_profiles) || live_heap_room_wanted() ||
-	       live_heap_populate_wanted();
+	while_warming(arg, true);
+	uint64_t every = up_cfg->upload_period_ns / 10;
+	return now + (every < NS_PER_SEC ? every : NS_PER_SEC);
 }
 
 /* The symbol tables every fork child needs, read once this process has forked. */
 static uint64_t warm_run(void *arg, uint64_t now)
 {
-	struct upload_ctx *ctx = arg;
 	(void)now;
-	/* A fork meanwhile must not adopt a symbolizer mid-update. Not cycling: an exit
-	 * with nothing sampled need not wait. */
-	pthread_mutex_lock(ctl.lock);
-	ctl.warming = true;
-	pthread_mutex_unlock(ctl.lock);
-	upload_cycle_warm(ctx, &exiting);
-	live_sym = ctx->sym;
-	pthread_mutex_lock(ctl.lock);
-	ctl.warming = false;
-	pthread_mutex_unlock(ctl.lock);
+	while_warming(arg, false);
 	return BG_NEVER;
-}
-
-/* New threads' timers (agent/sample/threads.h, deferred arming): the CPU a thread uses
- * before its timer is armed goes to its first sample's stack, so they also run between
- * the steps of an upload and during its network waits. */
-static uint64_t threads_run(void *arg, uint64_t now)
-{
-	(void)arg;
-	return threads_service(now);
-}
-
-static bool threads_wanted(void *arg)
-{
-	(void)arg;
-	return threads_service_wanted();
-}
-
-static bool threads_before_sleep(void *arg, uint64_t wake)
-{
-	(void)arg;
-	return threads_service_sleep(wake);
-}
-
-static void threads_after_sleep(void *arg)
-{
-	(void)arg;
-	threads_service_awake();
-}
-
-/* The GOT hooks' slots in modules loaded since (the allocation, lock and wall hooks:
- * agent.h): a few rescans after each dlopen or dlclose, and a periodic one. */
-static uint64_t hooks_run(void *arg, uint64_t now)
-{
-	(void)arg;
-	return agent_hooks_service(now);
-}
-
-static bool hooks_wanted(void *arg)
-{
-	(void)arg;
-	return agent_hooks_rescan_wanted();
 }
 
 /* The table; arg (the thread's upload context) and the upload's first due time are
  * filled in as the thread starts. */
 static struct bg_service services[SVC_COUNT] = {
     [SVC_UPLOAD] = {.name = "upload", .run = upload_run},
-    [SVC_MODULES] = {.name = "modules", .run = modules_run, .first_due_ns = 0, .nests = true},
+    [SVC_MODULES] = {.name = "modules",
+		     .run = host_agent_modules_run,
+		     .first_due_ns = 0,
+		     .nests = true},
     [SVC_ROOM] = {.name = "room",
-		  .run = room_run,
-		  .wanted = room_wanted,
+		  .run = host_agent_room_run,
+		  .wanted = host_agent_room_wanted,
 		  .first_due_ns = BG_NEVER,
 		  .nests = true},
     [SVC_WARM] = {.name = "warm", .run = warm_run, .first_due_ns = BG_NEVER},
     [SVC_THREADS] = {.name = "threads",
-		     .run = threads_run,
-		     .wanted = threads_wanted,
-		     .before_sleep = threads_before_sleep,
-		     .after_sleep = threads_after_sleep,
+		     .run = host_agent_threads_run,
+		     .wanted = host_agent_threads_wanted,
+		     .before_sleep = host_agent_threads_before_sleep,
+		     .after_sleep = host_agent_threads_after_sleep,
 		     .first_due_ns = BG_NEVER,
 		     .nests = true},
     [SVC_HOOKS] = {.name = "hooks",
-		   .run = hooks_run,
-		   .wanted = hooks_wanted,
+		   .run = host_agent_hooks_run,
+		   .wanted = host_agent_hooks_wanted,
 		   .first_due_ns = 0,
 		   .nests = true},
+    [SVC_JIT] = {.name = "jit", .run = jit_run, .first_due_ns = 0},
 };
 
 /* While an upload waits on the network: memory, unwind tables and timers, so that a
@@ -414,6 +376,8 @@ static void *uploader_main(void *arg)
 	services[SVC_UPLOAD].first_due_ns = first;
 	services[SVC_UPLOAD].arg = &ctx;
 	services[SVC_WARM].arg = &ctx;
+	services[SVC_JIT].arg = &ctx;
+	services[SVC_ROOM].arg = up_profiles;
 	http_send_set_host(&host, SERVICES_WHILE_WAITING);
 	/* New threads' timers are armed by this thread from now on (agent/sample/threads.h). */
 	threads_defer_arming(&host, SVC_THREADS);

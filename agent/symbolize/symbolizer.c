@@ -290,6 +290,14 @@ static void refresh_jit(struct symbolizer *s)
 	}
 }
 
+void symbolizer_refresh_jit(struct symbolizer *s)
+{
+	if (!s->jit)
+		s->jit = perf_map_new();
+	if (s->jit)
+		perf_map_refresh(s->jit);
+}
+
 int symbolizer_refresh(struct symbolizer *s)
 {
 	FILE *f = fopen("/proc/self/maps", "re");

@@ -73,6 +73,10 @@ void symbolizer_free(struct symbolizer *s);
  * the memory budget (see above). Returns
  * the number of mappings or a negative errno. Invalidates strings of earlier results. */
 int symbolizer_refresh(struct symbolizer *s);
+/* Reads what is new in the process's perf map (names of JIT code), without the
+ * mappings: names read now stay when the map is later removed or rewritten. Between
+ * refreshes, on the symbolizer's thread. */
+void symbolizer_refresh_jit(struct symbolizer *s);
 /* Ends every libdwfl session now, giving back the DWARF data they hold (often several
  * MiB of decompressed debug sections), and unloads libdw (agent/symbolize/dw_api.h); the pc
  * caches stay, and sessions reopen when a new pc needs them. Each fork copies the page

@@ -125,6 +125,21 @@ def test_jit_frames_are_named_from_the_perf_map(ctx):
         named, share_inner, 100 - share_inner, 100.0 * rooted / jit_ns, cpu)
 
 
+def test_jit_map_removed_before_exit_still_names_its_code(ctx):
+    """jit_loop removes its map once its 2 s loop is done, before it exits; its only
+    profile is the exit's (60 s periods): >= 95% of its CPU is still named jit_inner or
+    jit_outer, from the map as the profiler read it while the code ran (every tenth of a
+    period, a second at most). 0% was named when the map was read at the profile."""
+    rc, stdout, stderr, cpu, files = run_jit(ctx, "unlink", 2.0, {"DD_PROFILING_CPU_HZ": "1000"})
+    check(len(files) == 1, "profiles: %s" % files)
+    profs = dump(files, stacks=True)
+    ti = value_index(profs[0], "cpu-time")
+    total = app_total(profs, ti)
+    named = 100.0 * self_of(profs, ti, ["jit_inner", "jit_outer"]) / total
+    check(named >= 95, "%.1f%% of the CPU in jit_inner/jit_outer, expected >= 95%%" % named)
+    return "named %.1f%% of %.2f s" % (named, cpu)
+
+
 def test_jit_map_growth_is_read_between_uploads(ctx):
     """jit_late, appended to the map half way, is named in the profiles after it;
     profiles every 0.5 s."""

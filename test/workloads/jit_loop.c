@@ -16,15 +16,20 @@
  *            jit_inner that jit_outer calls from then on) appended to the map: the
  *            profiler must read the map's growth (a thread is created and joined at the
  *            start, so that the profiler's thread starts then and uploads each period)
+ *   unlink   the map with both names, removed once the loop is done, before the exit
+ *            (a JIT that cleans up after itself; the exit's profile is the only one:
+ *            a thread is created and joined at the start, so that the profiler's
+ *            thread runs while the map is there)
  *   garbage  the map is random bytes
  *   huge     the map with both names, then made sparse past the 64 MiB cap
  *   foreign  the map with both names, owned by nobody (needs root)
  *   groupw   the map with both names, writable by its group
- * The map is left behind (the profiler reads it at the exit's profile): the caller
- * removes it. Prints "pid N" and "cpu_seconds X".
+ * The map is left behind but in unlink mode (the profiler reads it at the exit's
+ * profile): the caller removes it. Prints "pid N" and "cpu_seconds X".
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,12 +195,17 @@ int main(int argc, char **argv)
 	set_callee(INNER_AT);
 	protect(PROT_READ | PROT_EXEC);
 	write_names(mode);
-	if (strcmp(mode, "late") == 0) { /* the profiler's thread starts at a pthread_create */
+	bool own_thread = strcmp(mode, "late") == 0 || strcmp(mode, "unlink") == 0;
+	if (own_thread) { /* the profiler's thread starts at a pthread_create */
 		pthread_t t;
 		if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
 			return 1;
 	}
 	run_jit(seconds, strcmp(mode, "late") == 0);
+	if (strcmp(mode, "unlink") == 0 && unlink(map_path) != 0) {
+		perror(map_path);
+		return 1;
+	}
 	printf("pid %d\ncpu_seconds %.3f\n", (int)getpid(), cpu_seconds());
 	return 0;
 }
