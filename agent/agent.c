@@ -365,7 +365,7 @@ void agent_module_loaded(void)
 		modules_load_sync();
 		/* The host thread, started now if it was not (as a dlopen it does not watch
 		 * would): it applies the GOT hooks to the new modules. */
-		modules_notify();
+		modules_start_host();
 	}
 	alloc_hooks_notify();
 	lock_hooks_notify();

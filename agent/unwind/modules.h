@@ -94,6 +94,11 @@ void modules_stop(void);
  * table (its parent had built none). Returns whether the work runs. Normal context. */
 bool modules_start_deferred(void);
 
+/* Starts the host thread if it was not running, asking the service for nothing: the
+ * host's other services (the GOT hooks of a module a dlopen caller's own rescan just
+ * registered) need it. Normal context, an application thread. */
+void modules_start_host(void);
+
 /* A dlclose returned: rescan now. Cheap; any thread, normal context. */
 void modules_notify(void);
 

@@ -289,6 +289,12 @@ bool modules_start_deferred(void)
 	return ctl_running;
 }
 
+void modules_start_host(void)
+{
+	if (host && !own_thread)
+		bg_host_wake(host, host_id, true);
+}
+
 /* Cheap on the application's path: a store, and a wake-up only when the thread sleeps
  * its long interval (while it polls every LOAD_POLL_NS it sees the flags anyway). */
 void modules_notify(void)
