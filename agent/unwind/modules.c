@@ -59,6 +59,9 @@ struct module {
 	bool built; /* tried; has_table says whether it worked */
 	bool has_table;
 	bool seen; /* found by the current scan */
+	/* Built by a dlopen caller (MODULES_BUILD_LATE): the service's next rescan writes
+	 * it to the unwind cache, off the application's path. */
+	bool store_pending;
 	uint64_t build_ns;
 };
 
@@ -253,7 +256,9 @@ size_t modules_take_retired(struct retired_segment *out, size_t max)
 	return n;
 }
 
-static void build_table(struct module *mod, uintptr_t vdso)
+/* store: write a table built from the file to the unwind cache now; else later, by
+ * the service (store_pending). */
+static void build_table(struct module *mod, uintptr_t vdso, bool store)
 {
 	uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
 	int rc;
@@ -285,8 +290,9 @@ static void build_table(struct module *mod, uintptr_t vdso)
 		/* Built once per file for every process (agent/unwind/cfi_cache.h). */
 		cached = cfi_cache_load(mod->path, &mod->table) == 0;
 		rc = cached ? 0 : cfi_table_build_elf(mod->path, NULL, 0, &mod->table);
-		if (rc == 0 && !cached)
+		if (rc == 0 && !cached && store)
 			cfi_cache_store(mod->path, &mod->table);
+		mod->store_pending = rc == 0 && !cached && !store;
 	}
 	mod->built = true;
 	mod->has_table = rc == 0;
@@ -450,10 +456,18 @@ int modules_rescan(bool *changed_out, enum modules_build build)
 			if (build == MODULES_BUILD_LATE &&
 			    (mods[i]->is_vdso || boot_cfi_holds(mods[i]->seg_start[0])))
 				continue;
-			build_table(mods[i], s.vdso);
+			build_table(mods[i], s.vdso, build == MODULES_BUILD_ALL);
 			if (mods[i]->has_table)
 				publish(NULL, 0);
 			update_live_stats();
+		}
+	}
+	/* The tables dlopen callers built, to the cache (a file write: tens of ms for a
+	 * large library, which their dlopen did not wait for). */
+	for (size_t i = 0; build == MODULES_BUILD_ALL && i < nmods; i++) {
+		if (mods[i]->store_pending) {
+			mods[i]->store_pending = false;
+			cfi_cache_store(mods[i]->path, &mods[i]->table);
 		}
 	}
 	update_live_stats();
