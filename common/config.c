@@ -27,18 +27,19 @@
 #include <strings.h>
 #include <sys/auxv.h>
 
+#include "common/config_values.h"
 #include "common/str_join.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 /* Longest upload period accepted: one day. Longer is surely a unit mistake. */
-#define MAX_UPLOAD_PERIOD_S 86400ULL
+#define MAX_UPLOAD_PERIOD_S CONFIG_MAX_SECONDS
 /* Bytes of a bad value quoted in a warning; the rest is elided as "...". */
 #define QUOTE_MAX 80
 #define QUOTE_BUF (QUOTE_MAX + sizeof("..."))
 /* Room for the explanation that follows the quoted value in a warning. */
 #define WHY_MAX 256
 /* Room for a size printed by fmt_size. */
-#define NUM_BUF 32
+#define NUM_BUF CONFIG_NUM_BUF
 #define AUTO_SIGNAL_TEXT "0 (automatic: SIGPROF unless taken)"
 
 struct loader {
@@ -96,148 +97,6 @@ __attribute__((format(printf, 3, 4))) static void warn_bad(struct loader *ld, co
 	ld->warnings++;
 }
 
-/* Parses a plain decimal integer: at least one digit, no sign, space or base prefix.
- * *end is left after the digits. False if there is no digit or it overflows. */
-static bool parse_u64(const char *s, uint64_t *out, char **end)
-{
-	if (*s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	unsigned long long v = strtoull(s, end, 10);
-	if (errno == ERANGE)
-		return false;
-	*out = v;
-	return true;
-}
-
-/* "60", "0.5", "1.25", ".5" seconds to nanoseconds, exactly and without the locale's
- * decimal point. Digits past the nanosecond are ignored. Rejects signs, exponents, nan,
- * inf and anything above MAX_UPLOAD_PERIOD_S. */
-static bool parse_seconds(const char *s, uint64_t *ns)
-{
-	uint64_t whole = 0, frac = 0, scale = NSEC_PER_SEC;
-	bool digits = false;
-	for (; *s >= '0' && *s <= '9'; s++, digits = true) {
-		whole = whole * 10 + (uint64_t)(*s - '0');
-		if (whole > MAX_UPLOAD_PERIOD_S)
-			return false;
-	}
-	if (*s == '.') {
-		for (s++; *s >= '0' && *s <= '9'; s++, digits = true) {
-			scale /= 10;
-			frac += scale * (uint64_t)(*s - '0');
-		}
-	}
-	if (!digits || *s)
-		return false;
-	*ns = whole * NSEC_PER_SEC + frac;
-	return *ns <= MAX_UPLOAD_PERIOD_S * NSEC_PER_SEC;
-}
-
-/* An integer with an optional suffix K, M or G, alone or followed by B or iB, any case.
- * All suffixes are powers of 1024 (KB == KiB). */
-static bool parse_size(const char *s, uint64_t *bytes)
-{
-	static const char prefixes[] = "KMG"; /* 1024^1, 1024^2, 1024^3 */
-	uint64_t v, mult = 1;
-	char *end;
-	if (!parse_u64(s, &v, &end))
-		return false;
-	if (*end) {
-		const char *p = memchr(prefixes, toupper((unsigned char)*end), strlen(prefixes));
-		if (!p || (end[1] && strcasecmp(end + 1, "B") && strcasecmp(end + 1, "iB")))
-			return false;
-		mult = 1ULL << (10 * (p - prefixes + 1));
-	}
-	if (v > UINT64_MAX / mult)
-		return false;
-	*bytes = v * mult;
-	return true;
-}
-
-/* Bytes in the largest binary unit that divides them exactly, "64MiB". */
-static const char *fmt_size(char buf[NUM_BUF], uint64_t bytes)
-{
-	static const char *const names[] = {"", "KiB", "MiB", "GiB"};
-	size_t i = 0;
-	while (i + 1 < sizeof(names) / sizeof(names[0]) && bytes && bytes % 1024 == 0) {
-		bytes /= 1024;
-		i++;
-	}
-	snprintf(buf, NUM_BUF, "%llu%s", (unsigned long long)bytes, names[i]);
-	return buf;
-}
-
-static const struct {
-	const char *name; /* without the "SIG" prefix */
-	int signo;
-} signames[] = {
-    {"HUP", SIGHUP},	   {"INT", SIGINT},	  {"QUIT", SIGQUIT}, {"ILL", SIGILL},
-    {"TRAP", SIGTRAP},	   {"ABRT", SIGABRT},	  {"IOT", SIGIOT},   {"BUS", SIGBUS},
-    {"FPE", SIGFPE},	   {"KILL", SIGKILL},	  {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},
-    {"USR2", SIGUSR2},	   {"PIPE", SIGPIPE},	  {"ALRM", SIGALRM}, {"TERM", SIGTERM},
-    {"CHLD", SIGCHLD},	   {"CONT", SIGCONT},	  {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
-    {"TTIN", SIGTTIN},	   {"TTOU", SIGTTOU},	  {"URG", SIGURG},   {"XCPU", SIGXCPU},
-    {"XFSZ", SIGXFSZ},	   {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH},
-    {"IO", SIGIO},	   {"POLL", SIGPOLL},	  {"SYS", SIGSYS},
-#ifdef SIGSTKFLT
-    {"STKFLT", SIGSTKFLT},
-#endif
-#ifdef SIGPWR
-    {"PWR", SIGPWR},
-#endif
-};
-#define N_SIGNAMES (sizeof(signames) / sizeof(signames[0]))
-
-/* "" -> base, "+n" (dir 1) or "-n" (dir -1) -> base +/- n; -1 if outside the RT range. */
-static int parse_rt_offset(const char *s, int base, int dir)
-{
-	uint64_t n;
-	char *end;
-	if (*s == '\0')
-		return base;
-	if (*s != (dir > 0 ? '+' : '-') || !parse_u64(s + 1, &n, &end) || *end ||
-	    n > (uint64_t)(SIGRTMAX - SIGRTMIN))
-		return -1;
-	return base + dir * (int)n;
-}
-
-/* A number 0..SIGRTMAX or a name (SIG prefix optional, any case): signo, or -1. */
-static int parse_signal(const char *s)
-{
-	uint64_t n;
-	char *end;
-	if (parse_u64(s, &n, &end))
-		return *end == '\0' && n <= (uint64_t)SIGRTMAX ? (int)n : -1;
-	if (strncasecmp(s, "SIG", 3) == 0)
-		s += 3;
-	if (strncasecmp(s, "RTMIN", 5) == 0)
-		return parse_rt_offset(s + 5, SIGRTMIN, 1);
-	if (strncasecmp(s, "RTMAX", 5) == 0)
-		return parse_rt_offset(s + 5, SIGRTMAX, -1);
-	for (size_t i = 0; i < N_SIGNAMES; i++) {
-		if (strcasecmp(s, signames[i].name) == 0)
-			return signames[i].signo;
-	}
-	return -1;
-}
-
-/*
- * The signals the profiler may sample with: SIGPROF, which exists for profiling, and the
- * real-time signals glibc leaves to applications (SIGRTMIN..SIGRTMAX; SIGRTMIN is read
- * at run time: glibc keeps the kernel's first two or three for its threads and setxid).
- * Every other signal means something to the program or the kernel: a fault (SEGV, BUS,
- * FPE, ILL, TRAP, and SYS from seccomp), a request to end, stop or resume it (INT,
- * TERM, HUP, QUIT, ABRT, KILL, STOP, TSTP, TTIN, TTOU, CONT, PIPE, XCPU, XFSZ), news it
- * may wait for (CHLD, WINCH, URG, IO, PWR), or a signal it may arm or handle itself,
- * after our constructor ran (ALRM, VTALRM, USR1, USR2, STKFLT): taking one would hide
- * crashes, or run the program's own handler at every sample.
- */
-static bool signal_allowed(int signo)
-{
-	return signo == SIGPROF || (signo >= SIGRTMIN && signo <= SIGRTMAX);
-}
-
 static const struct {
 	const char *name;
 	enum log_level level;
@@ -271,7 +130,7 @@ static void load_cpu_hz(struct loader *ld, struct config *out)
 	char *end;
 	if (!v)
 		return;
-	if (parse_u64(v, &hz, &end) && *end == '\0' && hz >= CONFIG_MIN_CPU_HZ &&
+	if (config_parse_u64(v, &hz, &end) && *end == '\0' && hz >= CONFIG_MIN_CPU_HZ &&
 	    hz <= CONFIG_MAX_CPU_HZ) {
 		out->cpu_hz = (unsigned)hz;
 		return;
@@ -286,7 +145,7 @@ static void load_upload_period(struct loader *ld, struct config *out)
 	uint64_t ns;
 	if (!v)
 		return;
-	if (parse_seconds(v, &ns) && ns >= CONFIG_MIN_UPLOAD_PERIOD_NS) {
+	if (config_parse_seconds(v, &ns) && ns >= CONFIG_MIN_UPLOAD_PERIOD_NS) {
 		out->upload_period_ns = ns;
 		return;
 	}
@@ -304,14 +163,14 @@ static void load_size(struct loader *ld, const char *name, uint64_t lo, uint64_t
 	uint64_t bytes;
 	if (!v)
 		return;
-	if (parse_size(v, &bytes) && bytes >= lo && bytes <= hi) {
+	if (config_parse_size(v, &bytes) && bytes >= lo && bytes <= hi) {
 		*out = bytes;
 		return;
 	}
 	warn_bad(ld, v,
 		 "is not a size in %s..%s (integer, optional suffix K, M or G); "
 		 "using the default %s",
-		 fmt_size(lo_s, lo), fmt_size(hi_s, hi), fmt_size(dflt, *out));
+		 config_fmt_size(lo_s, lo), config_fmt_size(hi_s, hi), config_fmt_size(dflt, *out));
 }
 
 static void load_signal(struct loader *ld, struct config *out)
@@ -319,13 +178,13 @@ static void load_signal(struct loader *ld, struct config *out)
 	const char *v = lookup(ld, "DD_PROFILING_SIGNAL");
 	if (!v)
 		return;
-	int signo = parse_signal(v);
+	int signo = config_parse_signal(v);
 	if (signo < 0)
 		warn_bad(ld, v,
 			 "is not a signal number in 0..%d or a name such as SIGPROF or "
 			 "SIGRTMIN+3; using the default " AUTO_SIGNAL_TEXT,
 			 SIGRTMAX);
-	else if (signo != 0 && !signal_allowed(signo))
+	else if (signo != 0 && !config_signal_allowed(signo))
 		warn_bad(ld, v,
 			 "is neither SIGPROF nor a real-time signal (%d..%d): other signals "
 			 "mean something to the program; using the default " AUTO_SIGNAL_TEXT,
@@ -474,7 +333,7 @@ static void load_timeout(struct loader *ld, const char *name, uint64_t *dst, uin
 	uint64_t ns;
 	if (!v)
 		return;
-	if (parse_seconds(v, &ns) && ns >= min_ns && ns <= max_ns) {
+	if (config_parse_seconds(v, &ns) && ns >= min_ns && ns <= max_ns) {
 		*dst = ns;
 		return;
 	}
@@ -617,7 +476,7 @@ static bool load_agent(struct loader *ld, struct config *out)
 		uint64_t n;
 		char *end;
 		explicit = true;
-		if (parse_u64(v, &n, &end) && *end == '\0' && n >= 1 && n <= 65535)
+		if (config_parse_u64(v, &n, &end) && *end == '\0' && n >= 1 && n <= 65535)
 			port = (unsigned)n;
 		else
 			warn_bad(ld, v, "is not a port in 1..65535; using the default %u", port);
@@ -796,7 +655,7 @@ int config_load_with(struct config *out, config_getenv_fn get, bool secure_execu
 	log_debug("config: enabled=%d cpu_hz=%u upload_period=%gs output_dir=\"%s\" "
 		  "max_memory=%s signal=%d service=\"%s\" env=\"%s\" version=\"%s\" tags=\"%s\"",
 		  out->enabled, out->cpu_hz, (double)out->upload_period_ns / NSEC_PER_SEC,
-		  out->output_dir, fmt_size(mem, out->max_memory), out->signal, out->service,
+		  out->output_dir, config_fmt_size(mem, out->max_memory), out->signal, out->service,
 		  out->env, out->version, out->tags);
 	/* Secrets are shown as set/unset only. */
 	log_debug("config: agent=%d (%s) agentless=%d (%s, api key %s) pyroscope=%d (%s) "

@@ -17,6 +17,9 @@
  * shares its parent's memory) and a child made without our fork handlers are recognised
  * by uploader_stop, which then writes nothing. exit's own path calls libc's _exit
  * internally, not through this one.
+ * This file is async-signal-safe in _exit and _Exit as far as a call from one of the
+ * application's handlers goes (atomic and TLS reads, then the next _exit): the final
+ * profile is made only outside them. Its constructor runs in normal context (dlsym).
  * Context: any application thread, normal context or its signal handlers.
  */
 #include <dlfcn.h>
@@ -45,6 +48,7 @@ __attribute__((constructor)) static void process_end_resolve(void)
 	errno = saved_errno;
 }
 
+/* async-signal-safe (inside an application's handler: see the top) */
 __attribute__((noreturn)) static void end_now(end_fn next, int status)
 {
 	if (agent_running() && agent_may_work_here())

@@ -23,7 +23,8 @@
  * Build, from the repository's root (common/config.c only: this file is the logger, so
  * common/log.c must not be linked):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
- *     test/fuzz/fuzz_config.c common/config.c -lelf -ldl -lpthread -o fuzz_config
+ *     test/fuzz/fuzz_config.c common/config.c common/config_values.c -lelf -ldl -lpthread \
+ *     -o fuzz_config
  * Run: ./fuzz_config -max_total_time=60 test/fuzz/corpus/config/
  */
 #include <signal.h>

@@ -433,39 +433,6 @@ START_TEST(test_wall_profile_switch_and_interval)
 }
 END_TEST
 
-START_TEST(test_signal_accepts_sigprof_and_realtime_signals)
-{
-	const struct {
-		const char *in;
-		int signo;
-	} ok[] = {
-	    {"PROF", SIGPROF},
-	    {"sigprof", SIGPROF},
-	    {"27", 27},
-	    {"SIGRTMIN+3", SIGRTMIN + 3},
-	    {"SIGRTMIN", SIGRTMIN},
-	    {"rtmin+0", SIGRTMIN},
-	    {"SIGRTMAX", SIGRTMAX},
-	    {"SIGRTMAX-2", SIGRTMAX - 2},
-	    {"64", 64},
-	    {"0", 0}, /* explicit automatic choice */
-	};
-	struct config cfg;
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		load_one_good(&cfg, "DD_PROFILING_SIGNAL", ok[i].in);
-		ck_assert_msg(cfg.signal == ok[i].signo, "SIGNAL=\"%s\": expected %d, seen %d",
-			      ok[i].in, ok[i].signo, cfg.signal);
-	}
-	/* Every real-time signal glibc leaves to applications, by number. */
-	char num[16];
-	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++) {
-		snprintf(num, sizeof(num), "%d", sig);
-		load_one_good(&cfg, "DD_PROFILING_SIGNAL", num);
-		ck_assert_int_eq(cfg.signal, sig);
-	}
-}
-END_TEST
-
 /* Signals that would change how the program stops or runs: by name, and every number
  * below SIGRTMIN but SIGPROF's (glibc's reserved real-time signals included). */
 START_TEST(test_refused_signal_warns_once_and_uses_auto)
@@ -772,7 +739,6 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_bad_max_memory_warns_once_and_uses_default);
 	tcase_add_test(tc, test_allocation_settings_and_a_bad_interval_keeps_the_default);
 	tcase_add_test(tc, test_heap_table_size_and_a_bad_one_keeps_the_default);
-	tcase_add_test(tc, test_signal_accepts_sigprof_and_realtime_signals);
 	tcase_add_test(tc, test_refused_signal_warns_once_and_uses_auto);
 	tcase_add_test(tc, test_bad_signal_warns_once_and_uses_auto);
 	tcase_add_test(tc, test_log_level_debug_is_applied);
