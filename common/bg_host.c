@@ -1,15 +1,21 @@
 /*
  * bg_host.c - the background host's table and loop (see bg_host.h).
  *
- * Context: normal context. bg_host_serve and bg_host_run_nested run on the host
- * thread; kicks come from any thread of the process, never from a signal handler.
+ * This file is async-signal-safe in bg_host_leave_async and wake_thread (C11 atomics
+ * and the futex system call).
+ * Context: normal context but there. bg_host_serve and bg_host_run_nested run on the
+ * host thread; kicks come from any thread of the process, never from a signal handler.
  */
 #include "bg_host.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "common/clock.h"
 #include "common/fork_child.h"
+#include "common/raw_syscall.h"
 #include "common/sys_io.h"
 
 void bg_host_init(struct bg_host *h, pthread_mutex_t *lock, pthread_cond_t *cond,
@@ -30,11 +36,38 @@ int bg_host_add(struct bg_host *h, const struct bg_service *s)
 	return (int)h->n++;
 }
 
+/* async-signal-safe. Wakes the thread from its sleep (the futex word moves). */
+static void wake_thread(struct bg_host *h)
+{
+	/* Release pairs with the acquire load of the word before the thread sleeps: what
+	 * was written before this wake-up (a kick, async_leave) is seen by a thread that
+	 * read the new value. */
+	atomic_fetch_add_explicit(&h->wake_word, 1, memory_order_release);
+	raw_syscall(SYS_futex, (long)&h->wake_word, FUTEX_WAKE_PRIVATE, INT_MAX, 0);
+}
+
+/* Whether the thread is to leave (lock held: h->leave; from any context:
+ * async_leave). */
+static bool leaving(struct bg_host *h)
+{
+	/* Acquire pairs with bg_host_leave_async's release store. */
+	return h->leave || atomic_load_explicit(&h->async_leave, memory_order_acquire);
+}
+
+/* async-signal-safe */
+void bg_host_leave_async(struct bg_host *h)
+{
+	/* Release pairs with leaving()'s acquire load. */
+	atomic_store_explicit(&h->async_leave, true, memory_order_release);
+	wake_thread(h);
+}
+
 FORK_CHILD_PATH void bg_host_reset(struct bg_host *h)
 {
 	h->kicked = 0;
 	h->running = 0;
 	h->leave = false;
+	atomic_store_explicit(&h->async_leave, false, memory_order_relaxed);
 	h->clock_set = false;
 	atomic_store_explicit(&h->hosting, false, memory_order_relaxed);
 }
@@ -45,6 +78,7 @@ void bg_host_kick_locked(struct bg_host *h, unsigned id)
 		return;
 	h->kicked |= 1u << id;
 	h->kicks++;
+	wake_thread(h);
 	pthread_cond_broadcast(h->cond);
 }
 
@@ -90,8 +124,10 @@ bool bg_host_wake(struct bg_host *h, unsigned id, bool start)
 void bg_host_leave_locked(struct bg_host *h, bool wake)
 {
 	h->leave = true;
-	if (wake)
+	if (wake) {
+		wake_thread(h);
 		pthread_cond_broadcast(h->cond);
+	}
 }
 
 uint64_t bg_host_next_due(const struct bg_host *h)
@@ -165,7 +201,7 @@ void bg_host_serve(struct bg_host *h)
 {
 	if (!h->clock_set)
 		set_clock(h);
-	while (!h->leave) {
+	while (!leaving(h)) {
 		int i = find_due(h, clock_now_ns(CLOCK_MONOTONIC), ~0u);
 		if (i >= 0) {
 			run_one(h, (unsigned)i);
@@ -175,12 +211,18 @@ void bg_host_serve(struct bg_host *h)
 		if (!may_sleep(h, wake))
 			continue;
 		h->thr->sleeps++;
-		if (wake == BG_NEVER) {
-			pthread_cond_wait(h->cond, h->lock);
-		} else {
+		/* Read under the lock: a kick (which takes it) after this moves the word, and
+		 * the wait returns at once. Acquire pairs with wake_thread's release. */
+		uint32_t seen = atomic_load_explicit(&h->wake_word, memory_order_acquire);
+		pthread_mutex_unlock(h->lock);
+		if (!leaving(h)) {
+			/* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline. */
 			struct timespec ts = clock_ns_to_timespec(wake);
-			pthread_cond_clockwait(h->cond, h->lock, CLOCK_MONOTONIC, &ts);
+			raw_syscall6(SYS_futex, (long)&h->wake_word, FUTEX_WAIT_BITSET_PRIVATE,
+				     seen, wake == BG_NEVER ? 0 : (long)&ts, 0,
+				     FUTEX_BITSET_MATCH_ANY);
 		}
+		pthread_mutex_lock(h->lock);
 		for (unsigned j = 0; j < h->n; j++)
 			if (h->svc[j]->after_sleep)
 				h->svc[j]->after_sleep(h->svc[j]->arg);
@@ -196,7 +238,7 @@ void bg_host_run_nested(struct bg_host *h, unsigned mask)
 		if (h->svc[i]->nests)
 			nests |= 1u << i;
 	pthread_mutex_lock(h->lock);
-	while (!h->leave && h->clock_set) {
+	while (!leaving(h) && h->clock_set) {
 		int i = find_due(h, clock_now_ns(CLOCK_MONOTONIC), mask & nests);
 		if (i < 0)
 			break;

@@ -14,11 +14,14 @@
  * that asks to start the thread, the owner's start function.
  *
  * Locking: the owner's lock (h->lock) guards the kicks, the leave flag and the run
- * state; the owner's condition variable (h->cond, CLOCK_MONOTONIC) wakes the thread and
- * the owner's own waiters alike. Due times are the thread's alone (h->thr, memory the
+ * state. The thread sleeps on a futex word (h->wake_word) that every wake-up bumps,
+ * under the lock or, for bg_host_leave_async, in a signal handler; the owner's
+ * condition variable (h->cond, CLOCK_MONOTONIC) is broadcast too, for the owner's own
+ * waiters. Due times are the thread's alone (h->thr, memory the
  * owner gives: a fork child never writes it, so a fork costs no copy of that page).
- * Context: normal context only. The thread's functions (bg_host_serve,
- * bg_host_run_nested) are called by the host thread; kicks from any thread.
+ * Context: normal context, but bg_host_leave_async (any context). The thread's functions
+ * (bg_host_serve, bg_host_run_nested) are called by the host thread; kicks from any
+ * thread.
  */
 #ifndef DDPROF_COMMON_BG_HOST_H
 #define DDPROF_COMMON_BG_HOST_H
@@ -81,6 +84,10 @@ struct bg_host {
 	struct bg_host_thread *thr;  /* the thread's, given by the owner */
 	uint64_t kicks;		     /* lock: kicks that reached the table */
 	_Atomic uint64_t kicks_lost; /* try-kicks that found the lock busy */
+	/* What the sleeping thread waits on (a futex): bumped by every wake-up, so that a
+	 * signal handler, which may take no lock, can wake it too (bg_host_leave_async). */
+	_Atomic uint32_t wake_word;
+	_Atomic bool async_leave; /* bg_host_leave_async was called */
 };
 
 /* Sets h up with the owner's lock and condition variable, no service. thr: written by
@@ -112,6 +119,11 @@ bool bg_host_wake(struct bg_host *h, unsigned id, bool start);
  * runs stop. wake: every waiter on h->cond is woken; otherwise a sleeping thread
  * leaves when it next wakes (a process that exits need not wait for it). */
 void bg_host_leave_locked(struct bg_host *h, bool wake);
+
+/* async-signal-safe (a signal handler, no lock held): bg_host_serve returns at its next
+ * turn, and nested runs stop, as after bg_host_leave_locked(h, true). The thread, if it
+ * sleeps, wakes at once. */
+void bg_host_leave_async(struct bg_host *h);
 
 /* The host thread's loop, called and returning with the lock held: runs the services
  * that are due (kicked, wanted, or their time has come), in table order, one at a time

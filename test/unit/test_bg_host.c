@@ -17,6 +17,7 @@
 #include <check.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "test/unit/check_run.h"
@@ -320,6 +321,52 @@ START_TEST(test_leaving_stops_the_loop_and_nested_runs)
 }
 END_TEST
 
+/* A signal handler, which may take no lock, makes a host that sleeps with nothing due
+ * leave at once (bg_host_leave_async: a process dying of a signal asks its thread for
+ * the final profile so). */
+static void leave_from_handler(int sig)
+{
+	(void)sig;
+	bg_host_leave_async(&host);
+}
+
+static _Atomic bool served_out;
+static void *serve_then_mark(void *arg)
+{
+	serve_main(arg);
+	atomic_store(&served_out, true);
+	return NULL;
+}
+
+START_TEST(test_a_signal_handler_makes_the_sleeping_host_leave_at_once)
+{
+	host_new();
+	struct probe p = {.next_in = 0}; /* BG_NEVER after its first run: the host sleeps */
+	struct bg_service s0 = {.name = "p", .run = probe_run, .arg = &p};
+	bg_host_add(&host, &s0);
+	atomic_store(&served_out, false);
+	pthread_t t;
+	pthread_create(&t, NULL, serve_then_mark, NULL);
+	ck_assert(wait_runs(&p, 1));
+	usleep(20000); /* asleep, with no due time */
+	ck_assert(!atomic_load(&served_out));
+	struct sigaction sa = {.sa_handler = leave_from_handler};
+	ck_assert_int_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+	uint64_t t0 = mono_ns();
+	raise(SIGUSR2);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(mono_ns() - t0 < 500 * MS, "the host left %.0f ms after the signal",
+		      (double)(mono_ns() - t0) / MS);
+	ck_assert_uint_eq(atomic_load(&p.runs), 1);
+	/* A reset host (a fork child) serves again. */
+	bg_host_reset(&host);
+	pthread_create(&t, NULL, serve_main, NULL);
+	ck_assert(wait_runs(&p, 2));
+	leave_and_join(t);
+	signal(SIGUSR2, SIG_DFL);
+}
+END_TEST
+
 static _Atomic unsigned starts;
 static void count_start(void)
 {
@@ -435,6 +482,7 @@ static Suite *bg_host_suite(void)
 	tcase_add_test(tc, test_services_run_in_table_order_and_one_at_a_time);
 	tcase_add_test(tc, test_a_waiting_service_runs_only_nesting_services_of_its_mask);
 	tcase_add_test(tc, test_leaving_stops_the_loop_and_nested_runs);
+	tcase_add_test(tc, test_a_signal_handler_makes_the_sleeping_host_leave_at_once);
 	tcase_add_test(tc, test_a_kick_never_waits_for_a_busy_lock_and_a_wake_starts_the_owner);
 	tcase_add_test(tc, test_no_kick_is_lost_under_many_kicking_threads);
 	suite_add_tcase(s, tc);
