@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -393,6 +394,16 @@ bool agent_hooks_rescan_wanted(void)
 {
 	return alloc_hooks_rescan_wanted() || lock_hooks_rescan_wanted() ||
 	       wall_hooks_rescan_wanted();
+}
+
+void agent_watch_deaths(void (*hook)(int sig))
+{
+	/* Not SIGQUIT and the other signals whose default action dumps core: the core must
+	 * show where the thread was, not our handler. Not SIGPIPE: a pipeline's writers die
+	 * of it by design, at once. */
+	static const int deaths[] = {SIGTERM, SIGINT, SIGHUP};
+	if (agent_running())
+		app_signals_watch_deaths(deaths, (int)(sizeof(deaths) / sizeof(deaths[0])), hook);
 }
 
 bool agent_may_work_here(void)

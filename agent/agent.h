@@ -122,6 +122,12 @@ void agent_module_loaded(void);
 uint64_t agent_hooks_service(uint64_t now_ns);
 bool agent_hooks_rescan_wanted(void);
 
+/* Normal context, start-up, after agent_start: SIGTERM, SIGINT and SIGHUP, where the
+ * application leaves their default action (to die), call hook first in the thread they
+ * are delivered to (async-signal-safe; it may wait, bounded), then kill the process as
+ * the default action would (agent/sample/app_signals.h: app_signals_watch_deaths). */
+void agent_watch_deaths(void (*hook)(int sig));
+
 /* Normal context or an application's signal handler: whether the calling thread may do
  * the profiler's work on the application's behalf (start a thread, map memory): not a
  * thread of ours, not inside one of the application's signal handlers, not under a

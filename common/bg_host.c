@@ -215,7 +215,9 @@ void bg_host_serve(struct bg_host *h)
 		 * the wait returns at once. Acquire pairs with wake_thread's release. */
 		uint32_t seen = atomic_load_explicit(&h->wake_word, memory_order_acquire);
 		pthread_mutex_unlock(h->lock);
-		if (!leaving(h)) {
+		/* Acquire pairs with bg_host_leave_async's release (h->leave is the lock's:
+		 * a leave under it moves the word). */
+		if (!atomic_load_explicit(&h->async_leave, memory_order_acquire)) {
 			/* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline. */
 			struct timespec ts = clock_ns_to_timespec(wake);
 			raw_syscall6(SYS_futex, (long)&h->wake_word, FUTEX_WAIT_BITSET_PRIVATE,

@@ -8,7 +8,9 @@
  * guard's steps in their order), and the public API (ddprof.h). The agent is reached
  * through agent/agent.h only, the uploader through uploader/uploader.h.
  * Context: constructor/destructor on the main thread (or whichever thread calls exit);
- * pthread_create in application threads; fork handlers in the forking thread.
+ * pthread_create in application threads; fork handlers in the forking thread;
+ * preload_death in a signal handler (async-signal-safe: it calls the uploader's
+ * uploader_final_from_signal only).
  * Start-up cost: no library is loaded here beyond our own dependencies; the uploader
  * thread loads the rest off the application's path.
  */
@@ -317,6 +319,13 @@ DDPROF_EXPORT int dlclose(void *handle)
 	return rc;
 }
 
+/* async-signal-safe: in the thread a deadly signal was delivered to (agent.h). */
+static void preload_death(int sig)
+{
+	(void)sig;
+	uploader_final_from_signal();
+}
+
 __attribute__((constructor)) static void ddprof_init(void)
 {
 	int saved_errno = errno;
@@ -340,6 +349,9 @@ __attribute__((constructor)) static void ddprof_init(void)
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	/* The agent runs: this thread's timer, the existing threads', new threads'. */
 	agent_start();
+	/* A process killed by SIGTERM, SIGINT or SIGHUP (their default action) sends its
+	 * final profile before it dies of the signal. */
+	agent_watch_deaths(preload_death);
 	/* The uploader thread starts at the process's first need (uploader.h). */
 	uploader_start(&cfg, agent_profiles(), own_create);
 	int rc = agent_start_modules(cfg.unwind_cache_dir, own_create);

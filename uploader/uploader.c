@@ -9,6 +9,9 @@
  * Exit flush: one attempt per HTTP exporter, except for an exporter known not to answer
  * (its last request timed out, or the parent was waiting on it when this process was
  * forked): the final profile is then dropped at once rather than holding up the exit.
+ * Death by a signal: uploader_final_from_signal, called in a signal handler, is
+ * async-signal-safe (atomics, the host's futex, getpid and nanosleep); nothing else in
+ * this file is.
  */
 #include "uploader.h"
 
@@ -117,6 +120,9 @@ FORK_CHILD_DATA static _Atomic uint64_t exit_abort_ns;
 /* The process is exiting (stop_thread): upload_cycle_warm gives up between modules.
  * Relaxed: a hint, read without the lock by the thread while it warms. */
 FORK_CHILD_DATA static _Atomic bool exiting;
+/* The thread made the final profile and is gone (uploader_final_from_signal waits for
+ * it). Release and acquire: the profile's export precedes it. */
+FORK_CHILD_DATA static _Atomic bool final_made;
 static bool curl_atexit_registered;
 /* This process is to have an uploader thread (uploader_start made one): a fork child
  * inherits the wish, not the thread. */
@@ -402,6 +408,8 @@ static void *uploader_main(void *arg)
 	hosting_update_locked();
 	pthread_cond_broadcast(&ctl.cond);
 	pthread_mutex_unlock(ctl.lock);
+	/* Release pairs with uploader_final_from_signal's acquire: the export is done. */
+	atomic_store_explicit(&final_made, true, memory_order_release);
 	/* The process is exiting: nothing is freed. libcurl handles are left to it
 	 * (cleaning them up could race with the TLS library's own exit cleanup), and
 	 * freeing the symbolizer and buffers would only cost time: in a fork child every
@@ -425,6 +433,7 @@ static int spawn_thread(void)
 		ctl.thread = t;
 		ctl.joinable = true;
 		ctl.running = true;
+		atomic_store_explicit(&final_made, false, memory_order_relaxed);
 		atomic_store_explicit(&thread_spawned, true, memory_order_relaxed);
 	}
 	hosting_update_locked();
@@ -658,6 +667,29 @@ FORK_CHILD_PATH void uploader_stop(void)
 	errno = saved_errno;
 }
 
+/* async-signal-safe */
+bool uploader_final_from_signal(void)
+{
+	if (!atomic_load_explicit(&thread_spawned, memory_order_relaxed) ||
+	    raw_syscall(SYS_getpid, 0, 0, 0, 0) != owner_pid || sandbox_thread_active())
+		return false;
+	uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+	uint64_t timeout = exit_flush_timeout_ns;
+	uint64_t grace = timeout / 2 < EXIT_GRACE_NS ? timeout / 2 : EXIT_GRACE_NS;
+	/* Relaxed: lone deadlines and flags the thread reads at its next poll, as at exit
+	 * (stop_thread); the leave below wakes it. */
+	atomic_store_explicit(&exit_abort_ns, now + timeout - grace, memory_order_relaxed);
+	atomic_store_explicit(&exiting, true, memory_order_relaxed);
+	bg_host_leave_async(&host);
+	/* Acquire pairs with uploader_main's release store of final_made. */
+	while (!atomic_load_explicit(&final_made, memory_order_acquire) &&
+	       clock_now_ns(CLOCK_MONOTONIC) < now + timeout) {
+		struct timespec ms = {0, 1000000};
+		raw_syscall(SYS_nanosleep, (long)&ms, 0, 0, 0);
+	}
+	return atomic_load_explicit(&final_made, memory_order_acquire);
+}
+
 int uploader_flush(uint64_t timeout_ns)
 {
 	int rc = 0;
@@ -731,6 +763,7 @@ FORK_CHILD_PATH void uploader_atfork_child(void)
 	control_init();
 	upload_cycle_atfork_child();
 	atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&final_made, false, memory_order_relaxed);
 	upload_stats_reset();
 	/* A request the parent was still waiting for: the intake may be hanging, and this
 	 * child cannot know better; its exit flush will not wait for that exporter. */

@@ -82,6 +82,13 @@ void uploader_resume(void);
  * the final profile is dropped and counted. Idempotent: only the first call waits. */
 void uploader_stop(void);
 
+/* async-signal-safe. The process is dying of a signal (agent.h's death hook): asks the
+ * thread, if this process has one running, for the final profile and waits for it,
+ * polling, at most DD_PROFILING_EXIT_FLUSH_TIMEOUT. Returns whether it was made. Does
+ * nothing (false) without a thread, in a child made without our fork handlers (a vfork
+ * child), or under a seccomp filter the application installed. */
+bool uploader_final_from_signal(void);
+
 /* Uploads what is pending now and waits for it (at most timeout_ns). 0, -ETIMEDOUT,
  * or -ESRCH when the uploader is not running. */
 int uploader_flush(uint64_t timeout_ns);

@@ -68,6 +68,13 @@ static _Atomic int write_lock;
 FORK_CHILD_DATA static pid_t owner_pid;
 static int sampling_signo;
 static app_signals_handler_fn sampling_handler;
+/* Watched signals (app_signals_watch_deaths), as bits of sig_bit, and their hook: set at
+ * start-up, before the kernel holds the dispatcher for any of them. */
+static _Atomic uint64_t death_watch;
+static app_signals_death_fn death_hook;
+/* Watched signals the application has not set since: their action reads back as the
+ * kernel's untouched default (no flags, no restorer), not as libc writes one. */
+static _Atomic uint64_t death_untouched;
 static _Atomic uint64_t forwarded;
 
 /* What a thread knows of the application handlers it runs: how many are nested, and
@@ -228,6 +235,8 @@ static void call_app(int sig, siginfo_t *si, void *uc, const struct app_action *
 		d->depth--;
 }
 
+static bool kernel_holds_ours(int sig, const struct sigaction *k);
+
 /* async-signal-safe. The kernel's handler for every signal the application handles
  * (other than the sampling signal): its flags and mask are the application's. */
 static void dispatch(int sig, siginfo_t *si, void *uc)
@@ -235,13 +244,20 @@ static void dispatch(int sig, siginfo_t *si, void *uc)
 	struct app_action a;
 	read_action(sig, &a);
 	if (!a.virt || is_dfl(a.handler) || is_ign(a.handler)) {
-		/* The application set SIG_DFL or SIG_IGN while this signal was on its way
-		 * to the handler it had. */
+		/* A watched signal at its virtual SIG_DFL (the process dies of it), or the
+		 * application set SIG_DFL or SIG_IGN while this signal was on its way to the
+		 * handler it had. */
 		struct sigaction cur;
 		int saved = errno;
 		__sigaction(sig, NULL, &cur);
 		errno = saved;
-		if (is_dfl((uintptr_t)cur.sa_handler))
+		bool watched =
+		    a.virt && is_dfl(a.handler) && sig < 64 &&
+		    (atomic_load_explicit(&death_watch, memory_order_relaxed) & sig_bit(sig)) &&
+		    kernel_holds_ours(sig, &cur);
+		if (watched && death_hook)
+			death_hook(sig);
+		if (watched || is_dfl((uintptr_t)cur.sa_handler))
 			default_action(sig, si);
 		return;
 	}
@@ -273,6 +289,50 @@ static bool is_handler(const struct sigaction *act)
 {
 	uintptr_t h = (uintptr_t)act->sa_handler;
 	return !is_dfl(h) && !is_ign(h);
+}
+
+/* async-signal-safe. Writer's lock held; k: the kernel's current action of sig. Keeps
+ * the dispatcher in the kernel for sig with a virtual action a (SIG_DFL): every signal
+ * blocked while it runs (nothing interrupts the death hook's wait), SA_ONSTACK (a
+ * thread's small stack may have an alternate one), SA_RESTART. 0 or -1 with errno. */
+static int install_watch(int sig, const struct sigaction *k, const struct app_action *a)
+{
+	struct sigaction w = *k;
+	memset(&w.sa_mask, 0, sizeof(w.sa_mask));
+	sigfillset(&w.sa_mask);
+	w.sa_sigaction = dispatch;
+	w.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+	write_action(sig, a); /* before the kernel can deliver to it */
+	return __sigaction(sig, &w, NULL);
+}
+
+void app_signals_watch_deaths(const int *sigs, int n, app_signals_death_fn hook)
+{
+	death_hook = hook;
+	pid_t pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0);
+	for (int i = 0; i < n; i++) {
+		int sig = sigs[i];
+		if (sig <= 0 || sig >= 64 || sig == sampling_signo)
+			continue;
+		uint64_t mask;
+		lock(&mask, pid);
+		struct sigaction k;
+		int saved = errno;
+		if (__sigaction(sig, NULL, &k) == 0 && is_dfl((uintptr_t)k.sa_handler)) {
+			struct app_action a = {.virt = true, .handler = (uintptr_t)SIG_DFL};
+			atomic_fetch_or_explicit(&death_watch, sig_bit(sig), memory_order_relaxed);
+			atomic_fetch_or_explicit(&death_untouched, sig_bit(sig),
+						 memory_order_relaxed);
+			if (install_watch(sig, &k, &a) != 0) {
+				atomic_fetch_and_explicit(&death_watch, ~sig_bit(sig),
+							  memory_order_relaxed);
+				atomic_fetch_and_explicit(&death_untouched, ~sig_bit(sig),
+							  memory_order_relaxed);
+			}
+		}
+		errno = saved;
+		unlock(&mask);
+	}
 }
 
 /* async-signal-safe */
@@ -308,6 +368,14 @@ int app_signals_sigaction(int sig, const struct sigaction *act, struct sigaction
 		    (is_dfl((uintptr_t)k.sa_handler) || is_ign((uintptr_t)k.sa_handler)))
 			prev.sa_flags = (k.sa_flags & ~SA_SIGINFO) | (cur.flags & SA_SIGINFO);
 	}
+	if (sig < 64 &&
+	    (atomic_load_explicit(&death_untouched, memory_order_relaxed) & sig_bit(sig))) {
+		prev.sa_flags &= ~SA_RESTORER;
+		prev.sa_restorer = NULL;
+		if (act)
+			atomic_fetch_and_explicit(&death_untouched, ~sig_bit(sig),
+						  memory_order_relaxed);
+	}
 	if (act) {
 		struct app_action a = {
 		    .virt = true,
@@ -328,6 +396,12 @@ int app_signals_sigaction(int sig, const struct sigaction *act, struct sigaction
 			err = errno;
 			if (rc != 0)
 				write_action(sig, &cur);
+		} else if (is_dfl((uintptr_t)act->sa_handler) && sig < 64 &&
+			   (atomic_load_explicit(&death_watch, memory_order_relaxed) &
+			    sig_bit(sig))) {
+			/* A watched signal set back to SIG_DFL: still watched (see the top). */
+			rc = install_watch(sig, &k, &a);
+			err = errno;
 		} else {
 			rc = __sigaction(sig, act, NULL);
 			err = errno;

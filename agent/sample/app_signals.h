@@ -14,7 +14,13 @@
  *    with the application's flags and mask, which calls its handler with the arguments
  *    the kernel gave. The dispatcher only counts, per thread, that an application
  *    handler runs: the profiler never starts work from inside one (app_signals_in_handler).
- *    SIG_DFL and SIG_IGN are set in the kernel as they are.
+ *    SIG_DFL and SIG_IGN are set in the kernel as they are, except:
+ *  - Watched signals (app_signals_watch_deaths: SIGTERM, SIGINT, SIGHUP) while the
+ *    application leaves them at SIG_DFL: the kernel holds the dispatcher, the action is a
+ *    virtual SIG_DFL, and a delivery first calls the death hook (the process's final
+ *    profile), then takes the default action as the kernel would have: SIG_DFL
+ *    restored and the signal raised again, so the process dies of it. A disposition it
+ *    inherited as SIG_IGN (nohup) is left alone.
  * A reader gets the application's action back unchanged, unless something bypassed libc
  * (a raw rt_sigaction system call, or libc's internal resets): then the kernel's action
  * is the truth and is returned. app_signals_sampling_intact tells whether the sampler's
@@ -59,6 +65,15 @@ bool app_signals_sampling_intact(void);
 /* Fork child, its only thread, pid its id (0: unknown, the table is then not used in
  * this process): the table is the child's. */
 void app_signals_after_fork_child(pid_t pid);
+
+/* async-signal-safe. Called in the thread a watched signal is delivered to, before the
+ * process dies of it; must return (it may wait, bounded). */
+typedef void (*app_signals_death_fn)(int sig);
+
+/* Normal context, start-up, after app_signals_install_sampling: watches each signal of
+ * sigs (n of them) whose action is SIG_DFL now, and whenever the application sets
+ * SIG_DFL for it later; hook runs before the process dies of one. */
+void app_signals_watch_deaths(const int *sigs, int n, app_signals_death_fn hook);
 
 /* Counters: signals of the sampling number that ran the application's handler. */
 uint64_t app_signals_forwarded(void);

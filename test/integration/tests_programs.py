@@ -335,3 +335,67 @@ def test_relative_output_dir_is_the_one_named_at_start(ctx):
     files = profile_files(os.path.join(ctx.dir, "rel"))
     check(len(files) == 1, "profiles in %s/rel: %s" % (ctx.dir, files))
     return "written to %s" % files[0]
+
+
+# A pool busy with 50 ms tasks is terminated after 1.5 s: Pool.terminate() sends its
+# workers SIGTERM, whose action in them is the default one. Just before, the script
+# reads each worker's CPU from /proc (utime + stime, in clock ticks).
+PY_POOL_TERMINATE = """
+import multiprocessing as mp, os, sys, time
+def task(n):
+    end = time.process_time() + 0.05
+    x = 0
+    while time.process_time() < end:
+        x += sum(i * i for i in range(1000))
+    return n
+if __name__ == "__main__":
+    pool = mp.get_context(sys.argv[1]).Pool(2)
+    pending = pool.map_async(task, range(400), chunksize=1)
+    time.sleep(1.5)
+    hz = os.sysconf("SC_CLK_TCK")
+    for p in pool._pool:
+        with open("/proc/%d/stat" % p.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        print("worker %d %.3f" % (p.pid, (int(fields[11]) + int(fields[12])) / hz))
+    pool.terminate()
+    pool.join()
+    print("codes", [p.exitcode for p in pool._pool])
+"""
+
+
+def test_terminated_pool_workers_are_profiled(ctx):
+    """multiprocessing.Pool(2) with the fork, forkserver and spawn start methods, busy
+    with 50 ms tasks, terminated after 1.5 s (SIGTERM, default action: the workers die
+    of it, exit code -15): every worker has a profile, and their profiles hold their
+    CPU as /proc counted it just before, within 10% (and 40 ms: they run on until the
+    signal lands). Absent before the agent watched SIGTERM's default action."""
+    results = []
+    script = os.path.join(ctx.dir, "pool_terminate.py")
+    with open(script, "w") as f:
+        f.write(PY_POOL_TERMINATE)
+    for method in ("fork", "forkserver", "spawn"):
+        out = os.path.join(ctx.dir, "out-" + method)
+        rc, stdout, stderr, _cpu, _wall = run_profiled(
+            [PYTHON, script, method],
+            {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+        check(rc == 0, "%s: exit %d: %s" % (method, rc, stderr[-500:]))
+        check("libddprof" not in stderr, "%s: agent messages: %s" % (method, stderr[-500:]))
+        check("codes [-15, -15]" in stdout, "%s: workers did not die of SIGTERM: %s"
+              % (method, stdout))
+        workers = {}
+        for line in stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "worker":
+                workers[int(parts[1])] = float(parts[2])
+        check(len(workers) == 2, "%s: workers %s" % (method, workers))
+        by_pid = files_by_pid(out)
+        missing = sorted(p for p in workers if p not in by_pid)
+        check(not missing, "%s: terminated workers %s have no profile (profiles of %s)"
+              % (method, missing, sorted(by_pid)))
+        for pid, truth in sorted(workers.items()):
+            got = shares(dump(by_pid[pid], stacks=True))[0] / 1e9
+            check(0.9 * truth <= got <= 1.1 * truth + 0.04,
+                  "%s: worker %d's profiles hold %.3f s, /proc counted %.3f s"
+                  % (method, pid, got, truth))
+            results.append("%s %.2f/%.2f" % (method, got, truth))
+    return "; ".join(results)

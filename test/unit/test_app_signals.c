@@ -122,6 +122,74 @@ START_TEST(sig_dfl_terminates_on_the_apps_signal_only)
 }
 END_TEST
 
+/* A watched signal (app_signals_watch_deaths): read back as the untouched SIG_DFL, the
+ * death hook runs (once, in the dying thread) before the process dies of the signal;
+ * set back to SIG_DFL by the application after a handler of its own, still watched; an
+ * inherited SIG_IGN (nohup) is left alone. Each in a child, whose wait status tells. */
+static _Atomic int deaths_seen;
+static int death_pipe = -1;
+static void on_death(int sig)
+{
+	atomic_fetch_add(&deaths_seen, 1);
+	char c = (char)sig;
+	if (write(death_pipe, &c, 1) != 1)
+		_exit(9);
+}
+
+static int child_status(int how, int *hook_sig)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		death_pipe = p[1];
+		/* Check's runner may have handlers of its own for these. */
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		if (how == 2)
+			signal(SIGHUP, SIG_IGN); /* inherited, as from nohup */
+		install_sampler();
+		static const int sigs[] = {SIGTERM, SIGHUP};
+		app_signals_watch_deaths(sigs, 2, on_death);
+		struct sigaction back;
+		if (app_signals_sigaction(SIGTERM, NULL, &back) != 0 ||
+		    back.sa_handler != SIG_DFL || back.sa_flags != 0)
+			_exit(7); /* not the untouched default */
+		if (how == 1) {
+			struct sigaction h = {.sa_handler = app_handler},
+					 d = {.sa_handler = SIG_DFL};
+			app_signals_sigaction(SIGTERM, &h, NULL);
+			app_signals_sigaction(SIGTERM, &d, NULL);
+		}
+		raise(how == 2 ? SIGHUP : SIGTERM);
+		_exit(0);
+	}
+	close(p[1]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	char c = 0;
+	*hook_sig = read(p[0], &c, 1) == 1 ? c : 0;
+	close(p[0]);
+	return st;
+}
+
+START_TEST(watched_default_actions_call_the_death_hook_then_kill)
+{
+	int hook_sig;
+	int st = child_status(0, &hook_sig);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status 0x%x", st);
+	ck_assert_int_eq(hook_sig, SIGTERM);
+	st = child_status(1, &hook_sig);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "set back: status 0x%x", st);
+	ck_assert_int_eq(hook_sig, SIGTERM);
+	st = child_status(2, &hook_sig);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "SIG_IGN: status 0x%x", st);
+	ck_assert_int_eq(hook_sig, 0);
+}
+END_TEST
+
 START_TEST(sig_ign_drops_the_apps_signals)
 {
 	install_sampler();
@@ -475,6 +543,7 @@ int main(void)
 #endif
 	tcase_add_test(tc, sampling_signal_action_is_virtual);
 	tcase_add_test(tc, sig_dfl_terminates_on_the_apps_signal_only);
+	tcase_add_test(tc, watched_default_actions_call_the_death_hook_then_kill);
 	tcase_add_test(tc, sig_ign_drops_the_apps_signals);
 	tcase_add_test(tc, resethand_is_one_shot);
 	tcase_add_test(tc, other_handlers_run_through_the_dispatcher);

@@ -44,6 +44,12 @@
  *                       child from its SIGUSR1 handler after computing SECONDS, and a
  *                       fork child after computing SECONDS; prints "endings status A B C
  *                       pids P Q R ms X Y Z" (wait statuses, pids, creation to reaping).
+ *  deaths SECONDS       three children: one reads SIGTERM's action, computes SECONDS
+ *                       (polling: a profiler starts its thread) and raises SIGTERM; one
+ *                       ignores SIGHUP and raises it; one sets SIGTERM to a handler and
+ *                       back to SIG_DFL, computes and raises SIGTERM; prints "deaths
+ *                       status A B C pids P Q R dfl D" (D: 1 when the first read SIG_DFL
+ *                       with no flags).
  * Every mode's compute loop is harm_burn. Prints "cpu_seconds C" last (process CPU).
  */
 #define _GNU_SOURCE
@@ -399,6 +405,61 @@ static int mode_endings(double seconds)
 	return 0;
 }
 
+static void ignore_it(int sig)
+{
+	(void)sig;
+}
+
+/* Three children that meet SIGTERM or SIGHUP: one that reads SIGTERM's action (SIG_DFL),
+ * computes and raises it; one that ignores SIGHUP and raises it (it lives on); one that
+ * sets a SIGTERM handler, sets SIG_DFL back, computes and raises SIGTERM. */
+static int mode_deaths(double seconds)
+{
+	fflush(stdout);
+	int st[3] = {-1, -1, -1};
+	pid_t pids[3];
+	int dfl_seen = -1;
+	int pipefd[2];
+	if (pipe(pipefd) != 0)
+		return 3;
+	for (int i = 0; i < 3; i++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			return 3;
+		if (pid == 0) {
+			if (i == 0) {
+				struct sigaction old;
+				char dfl = sigaction(SIGTERM, NULL, &old) == 0 &&
+						   old.sa_handler == SIG_DFL && old.sa_flags == 0
+					       ? '1'
+					       : '0';
+				if (write(pipefd[1], &dfl, 1) != 1)
+					_exit(4);
+				compute(seconds, 1);
+				raise(SIGTERM);
+			} else if (i == 1) {
+				signal(SIGHUP, SIG_IGN);
+				raise(SIGHUP);
+				_exit(0);
+			} else {
+				signal(SIGTERM, ignore_it);
+				signal(SIGTERM, SIG_DFL);
+				compute(seconds, 1);
+				raise(SIGTERM);
+			}
+			_exit(5); /* not reached: the signal's default action ends it */
+		}
+		pids[i] = pid;
+		waitpid(pid, &st[i], 0);
+	}
+	char c = '?';
+	if (read(pipefd[0], &c, 1) == 1)
+		dfl_seen = c == '1';
+	printf("deaths status %d %d %d pids %d %d %d dfl %d\n", st[0], st[1], st[2], (int)pids[0],
+	       (int)pids[1], (int)pids[2], dfl_seen);
+	return 0;
+}
+
 static void *end_at_once(void *arg)
 {
 	return arg;
@@ -461,6 +522,8 @@ int main(int argc, char **argv)
 		rc = mode_probe(a2);
 	else if (!strcmp(m, "rawfork"))
 		rc = mode_rawfork(a2);
+	else if (!strcmp(m, "deaths"))
+		rc = mode_deaths(a2);
 	else if (!strcmp(m, "endings"))
 		rc = mode_endings(a2);
 	else if (!strcmp(m, "stalejoin"))
