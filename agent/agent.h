@@ -125,7 +125,14 @@ bool agent_hooks_rescan_wanted(void);
 /* Normal context, start-up, after agent_start: SIGTERM, SIGINT and SIGHUP, where the
  * application leaves their default action (to die), call hook first in the thread they
  * are delivered to (async-signal-safe; it may wait, bounded), then kill the process as
- * the default action would (agent/sample/app_signals.h: app_signals_watch_deaths). */
+ * the default action would (agent/sample/app_signals.h: app_signals_watch_deaths).
+ * What a handler changes, which is why it is asked for (DD_PROFILING_FLUSH_ON_SIGNAL):
+ * the kernel's default action kills at once, even a thread in a killable wait (a vfork
+ * parent, I/O on a hung network file system), which the handler's thread leaves only
+ * when the wait ends; the process's other threads run during the final profile (one
+ * that exits meanwhile sets the exit status); the signals show as caught in
+ * /proc/PID/status; a thread holding a lock the final profile needs makes it wait the
+ * whole DD_PROFILING_EXIT_FLUSH_TIMEOUT and lose the profile. */
 void agent_watch_deaths(void (*hook)(int sig));
 
 /* Normal context or an application's signal handler: whether the calling thread may do

@@ -629,6 +629,7 @@ int config_load_with(struct config *out, config_getenv_fn get, bool secure_execu
 	load_timeout(&ld, "DD_PROFILING_LOCK_INTERVAL", &out->lock_interval_ns,
 		     CONFIG_MIN_LOCK_INTERVAL_NS, CONFIG_MAX_LOCK_INTERVAL_NS);
 	out->wall_enabled = load_bool(&ld, "DD_PROFILING_WALL_ENABLED", out->wall_enabled);
+	out->flush_on_signal = load_bool(&ld, "DD_PROFILING_FLUSH_ON_SIGNAL", out->flush_on_signal);
 	load_timeout(&ld, "DD_PROFILING_WALL_INTERVAL", &out->wall_interval_ns,
 		     CONFIG_MIN_WALL_INTERVAL_NS, CONFIG_MAX_WALL_INTERVAL_NS);
 	load_signal(&ld, out);

@@ -90,6 +90,10 @@ struct config {
 	bool lock_enabled;	   /* DD_PROFILING_LOCK_ENABLED, default false */
 	uint64_t lock_interval_ns; /* DD_PROFILING_LOCK_INTERVAL (s, decimals), 1 us..60 s */
 	bool wall_enabled;	   /* DD_PROFILING_WALL_ENABLED, default false */
+	/* DD_PROFILING_FLUSH_ON_SIGNAL, default false: the final profile of a process that
+	 * dies of SIGTERM, SIGINT or SIGHUP (agent.h's agent_watch_deaths says what it
+	 * changes) */
+	bool flush_on_signal;
 	uint64_t wall_interval_ns; /* DD_PROFILING_WALL_INTERVAL (s, decimals), 100 us..60 s */
 	/* DD_PROFILING_SIGNAL: 0 = choose (SIGPROF unless taken), else SIGPROF or a signo
 	 * in SIGRTMIN..SIGRTMAX (config.c: signal_allowed) */

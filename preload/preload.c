@@ -349,9 +349,12 @@ __attribute__((constructor)) static void ddprof_init(void)
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	/* The agent runs: this thread's timer, the existing threads', new threads'. */
 	agent_start();
-	/* A process killed by SIGTERM, SIGINT or SIGHUP (their default action) sends its
-	 * final profile before it dies of the signal. */
-	agent_watch_deaths(preload_death);
+	/* On request, a process killed by SIGTERM, SIGINT or SIGHUP (their default action)
+	 * sends its final profile before it dies of the signal. Not in a PID namespace's
+	 * init: the kernel ignores those signals there at their default action, which a
+	 * handler would change. */
+	if (cfg.flush_on_signal && getpid() != 1)
+		agent_watch_deaths(preload_death);
 	/* The uploader thread starts at the process's first need (uploader.h). */
 	uploader_start(&cfg, agent_profiles(), own_create);
 	int rc = agent_start_modules(cfg.unwind_cache_dir, own_create);

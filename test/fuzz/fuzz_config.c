@@ -78,6 +78,7 @@ static const char *const names[] = {
     "DD_PROFILING_LOCK_INTERVAL",
     "DD_PROFILING_WALL_ENABLED",
     "DD_PROFILING_WALL_INTERVAL",
+    "DD_PROFILING_FLUSH_ON_SIGNAL",
 };
 #define NVARS (sizeof(names) / sizeof(names[0]))
 /* Read with load_secret: never quoted in a line. */

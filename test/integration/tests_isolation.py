@@ -346,25 +346,29 @@ def test_children_ending_with_exit_keep_their_status_and_are_profiled(ctx):
 def test_children_killed_by_sigterm_die_of_it_and_are_profiled(ctx):
     """A child that reads SIGTERM's action, computes 0.3 s and raises SIGTERM; one that
     ignores SIGHUP and raises it; one that sets a SIGTERM handler and SIG_DFL back,
-    computes 0.3 s and raises SIGTERM: alone and under the agent the same wait statuses
-    (killed by SIGTERM, exit 0, killed by SIGTERM) and SIG_DFL read back; under the agent
-    the killed children's profiles hold their CPU (made before they died: the agent
-    watches the default action of SIGTERM, SIGINT and SIGHUP)."""
+    computes 0.3 s and raises SIGTERM. Alone, under the agent's defaults and with
+    DD_PROFILING_FLUSH_ON_SIGNAL=1: the same wait statuses (killed by SIGTERM, exit 0,
+    killed by SIGTERM) and SIG_DFL read back. By default the kernel keeps SIGTERM's
+    default action (not caught); with the variable it holds the agent's dispatcher
+    (caught) and the killed children's profiles hold their CPU."""
     seen = {}
-    for preload in (False, True):
-        rc, stdout, stderr, out = harm(ctx, ["deaths", 0.3], preload=preload, timeout=30)
+    for who, preload, env in (("alone", False, {}), ("defaults", True, {}),
+                              ("flush", True, {"DD_PROFILING_FLUSH_ON_SIGNAL": "1"})):
+        shutil.rmtree(os.path.join(ctx.dir, "out"), ignore_errors=True)
+        rc, stdout, stderr, out = harm(ctx, ["deaths", 0.3], env=env, preload=preload,
+                                       timeout=30)
         m = re.search(r"deaths status (-?\d+) (-?\d+) (-?\d+) pids (\d+) (\d+) (\d+) "
-                      r"dfl (-?\d+)", stdout)
-        who = "agent" if preload else "alone"
+                      r"dfl (-?\d+) caught (-?\d+)", stdout)
         check(rc == 0 and m, "%s: exit %d: %r %r" % (who, rc, stdout, stderr[-300:]))
         seen[who] = m
     statuses = {w: [int(seen[w].group(i)) for i in (1, 2, 3)] for w in seen}
-    check(statuses["alone"] == statuses["agent"] == [signal.SIGTERM, 0, signal.SIGTERM],
+    check(all(s == [signal.SIGTERM, 0, signal.SIGTERM] for s in statuses.values()),
           "wait statuses: %s" % statuses)
-    check(seen["alone"].group(7) == seen["agent"].group(7) == "1",
-          "SIG_DFL read back: alone %s, agent %s" % (seen["alone"].group(7),
-                                                     seen["agent"].group(7)))
-    m = seen["agent"]
+    dfl = {w: seen[w].group(7) for w in seen}
+    check(set(dfl.values()) == {"1"}, "SIG_DFL read back: %s" % dfl)
+    caught = {w: seen[w].group(8) for w in seen}
+    check(caught == {"alone": "0", "defaults": "0", "flush": "1"}, "caught: %s" % caught)
+    m = seen["flush"]
     by_pid = files_by_pid(out)
     cpus = []
     for pid in (int(m.group(4)), int(m.group(6))):
@@ -374,5 +378,5 @@ def test_children_killed_by_sigterm_die_of_it_and_are_profiled(ctx):
         cpu = app_total(profs, value_index(profs[0], "cpu-time")) / 1e9
         check(0.25 <= cpu <= 0.4, "child %d's profile holds %.3f s of its 0.3 s" % (pid, cpu))
         cpus.append(cpu)
-    return "statuses %s; the killed children's profiles %.3f s, %.3f s" % (
-        statuses["agent"], cpus[0], cpus[1])
+    return "statuses %s; caught %s; the killed children's profiles %.3f s, %.3f s" % (
+        statuses["flush"], caught, cpus[0], cpus[1])

@@ -366,7 +366,7 @@ if __name__ == "__main__":
 def test_terminated_pool_workers_are_profiled(ctx):
     """multiprocessing.Pool(2) with the fork, forkserver and spawn start methods, busy
     with 50 ms tasks, terminated after 1.5 s (SIGTERM, default action: the workers die
-    of it, exit code -15): every worker has a profile, and their profiles hold their
+    of it, exit code -15), with DD_PROFILING_FLUSH_ON_SIGNAL=1: every worker has a profile, and their profiles hold their
     CPU as /proc counted it just before, within 10% (and 40 ms: they run on until the
     signal lands). Absent before the agent watched SIGTERM's default action."""
     results = []
@@ -377,7 +377,8 @@ def test_terminated_pool_workers_are_profiled(ctx):
         out = os.path.join(ctx.dir, "out-" + method)
         rc, stdout, stderr, _cpu, _wall = run_profiled(
             [PYTHON, script, method],
-            {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+            {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
+             "DD_PROFILING_FLUSH_ON_SIGNAL": "1"})
         check(rc == 0, "%s: exit %d: %s" % (method, rc, stderr[-500:]))
         check("libddprof" not in stderr, "%s: agent messages: %s" % (method, stderr[-500:]))
         check("codes [-15, -15]" in stdout, "%s: workers did not die of SIGTERM: %s"

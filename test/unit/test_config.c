@@ -32,6 +32,7 @@ static void assert_defaults(const struct config *cfg)
 	ck_assert_uint_eq(cfg->max_memory, 64 * MIB);
 	ck_assert(!cfg->allocation_enabled);
 	ck_assert(!cfg->heap_enabled);
+	ck_assert(!cfg->flush_on_signal);
 	ck_assert_uint_eq(cfg->alloc_interval, 512 << 10);
 	ck_assert_int_eq(cfg->signal, 0);
 	ck_assert_int_eq(cfg->log_level, LOG_LEVEL_WARN);

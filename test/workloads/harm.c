@@ -48,8 +48,9 @@
  *                       (polling: a profiler starts its thread) and raises SIGTERM; one
  *                       ignores SIGHUP and raises it; one sets SIGTERM to a handler and
  *                       back to SIG_DFL, computes and raises SIGTERM; prints "deaths
- *                       status A B C pids P Q R dfl D" (D: 1 when the first read SIG_DFL
- *                       with no flags).
+ *                       status A B C pids P Q R dfl D caught K" (D: 1 when the first
+ *                       read SIG_DFL with no flags; K: 1 when the kernel said it caught
+ *                       SIGTERM).
  * Every mode's compute loop is harm_burn. Prints "cpu_seconds C" last (process CPU).
  */
 #define _GNU_SOURCE
@@ -429,11 +430,24 @@ static int mode_deaths(double seconds)
 		if (pid == 0) {
 			if (i == 0) {
 				struct sigaction old;
-				char dfl = sigaction(SIGTERM, NULL, &old) == 0 &&
-						   old.sa_handler == SIG_DFL && old.sa_flags == 0
-					       ? '1'
-					       : '0';
-				if (write(pipefd[1], &dfl, 1) != 1)
+				char seen[2] = {sigaction(SIGTERM, NULL, &old) == 0 &&
+							old.sa_handler == SIG_DFL &&
+							old.sa_flags == 0
+						    ? '1'
+						    : '0',
+						'0'};
+				/* Whether the kernel says SIGTERM is caught (SigCgt, bit 14). */
+				FILE *st = fopen("/proc/self/status", "r");
+				char line[256];
+				while (st && fgets(line, sizeof(line), st))
+					if (!strncmp(line, "SigCgt:", 7))
+						seen[1] =
+						    strtoull(line + 7, NULL, 16) & (1ULL << 14)
+							? '1'
+							: '0';
+				if (st)
+					fclose(st);
+				if (write(pipefd[1], seen, 2) != 2)
 					_exit(4);
 				compute(seconds, 1);
 				raise(SIGTERM);
@@ -452,11 +466,14 @@ static int mode_deaths(double seconds)
 		pids[i] = pid;
 		waitpid(pid, &st[i], 0);
 	}
-	char c = '?';
-	if (read(pipefd[0], &c, 1) == 1)
-		dfl_seen = c == '1';
-	printf("deaths status %d %d %d pids %d %d %d dfl %d\n", st[0], st[1], st[2], (int)pids[0],
-	       (int)pids[1], (int)pids[2], dfl_seen);
+	char c[2] = {'?', '?'};
+	int caught = -1;
+	if (read(pipefd[0], c, 2) == 2) {
+		dfl_seen = c[0] == '1';
+		caught = c[1] == '1';
+	}
+	printf("deaths status %d %d %d pids %d %d %d dfl %d caught %d\n", st[0], st[1], st[2],
+	       (int)pids[0], (int)pids[1], (int)pids[2], dfl_seen, caught);
 	return 0;
 }
 
