@@ -105,28 +105,13 @@ def test_cgo_go_program_with_many_goroutines_runs_and_is_profiled(ctx):
 
 
 def rooted_share(files):
-    """The share of the application's cpu-time in stacks that end in a root (tests_unwind
-    .ROOTS: a goroutine's runtime.goexit, a thread's runtime.mstart), and the outermost
-    frames of the others."""
-    from tests_unwind import ROOTS
-    total = rooted = 0
-    other = {}
-    for p in dump(files, stacks=True):
-        ti = value_index(p, "cpu-time")
-        for st in p["stacks"]:
-            fr = st["frames"]
-            if fr == ["[profiler]"]:
-                continue
-            v = st["values"][ti]
-            total += v
-            if fr and fr[-1] in ROOTS:
-                rooted += v
-            else:
-                key = " <- ".join(fr[-2:])
-                other[key] = other.get(key, 0) + v
-    top = sorted(other.items(), key=lambda kv: -kv[1])[:3]
-    return rooted / max(total, 1), "; ".join("%s %.1f%%" % (k, 100.0 * v / max(total, 1))
-                                             for k, v in top)
+    """The share of the application's cpu-time in stacks that end in a root
+    (tests_unwind.ROOTS: a goroutine's runtime.goexit, a thread's runtime.mstart), and
+    the heaviest of the others."""
+    from tests_programs import incomplete_leaves, shares
+    profs = dump(files, stacks=True)
+    total, rooted, _incomplete = shares(profs)
+    return rooted / max(total, 1), incomplete_leaves(profs)
 
 
 def go_samples(stdout, what):

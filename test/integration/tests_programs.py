@@ -252,6 +252,25 @@ def test_gunicorn_workers_are_rooted_and_in_every_period_they_served(ctx):
     return "; ".join(results)
 
 
+def pool_workers_and_profiles(method, rc, stdout, stderr, out):
+    """A pool script's run: it exited 0 without an agent message and printed its two
+    workers' "worker PID CPU" lines, and each worker has profiles in out. Returns
+    ({pid: cpu seconds}, profiles by pid)."""
+    check(rc == 0, "%s: exit %d: %s" % (method, rc, stderr[-500:]))
+    check("libddprof" not in stderr, "%s: agent messages: %s" % (method, stderr[-500:]))
+    workers = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "worker":
+            workers[int(parts[1])] = float(parts[2])
+    check(len(workers) == 2, "%s: workers %s" % (method, workers))
+    by_pid = files_by_pid(out)
+    missing = sorted(p for p in workers if p not in by_pid)
+    check(not missing, "%s: workers %s have no profile (profiles of %s)"
+          % (method, missing, sorted(by_pid)))
+    return workers, by_pid
+
+
 # A pool's workers burn 50 ms of CPU per task and report their pid and their process's
 # CPU clock with each result; the pool is closed and joined. With fork and forkserver
 # the workers end with os._exit (no exit handlers, no destructor), with spawn with
@@ -293,18 +312,7 @@ def test_pool_workers_that_end_with_os_exit_are_profiled(ctx):
         rc, stdout, stderr, _cpu, _wall = run_profiled(
             [PYTHON, script, method],
             {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
-        check(rc == 0, "%s: exit %d: %s" % (method, rc, stderr[-500:]))
-        check("libddprof" not in stderr, "%s: agent messages: %s" % (method, stderr[-500:]))
-        workers = {}
-        for line in stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "worker":
-                workers[int(parts[1])] = float(parts[2])
-        check(len(workers) == 2, "%s: workers %s" % (method, workers))
-        by_pid = files_by_pid(out)
-        missing = sorted(p for p in workers if p not in by_pid)
-        check(not missing, "%s: workers %s have no profile (profiles of %s)"
-              % (method, missing, sorted(by_pid)))
+        workers, by_pid = pool_workers_and_profiles(method, rc, stdout, stderr, out)
         profiled = sum(shares(dump(by_pid[p], stacks=True))[0] for p in workers) / 1e9
         truth = sum(workers.values())
         ratio = profiled / truth
@@ -379,20 +387,9 @@ def test_terminated_pool_workers_are_profiled(ctx):
             [PYTHON, script, method],
             {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000",
              "DD_PROFILING_FLUSH_ON_SIGNAL": "1"})
-        check(rc == 0, "%s: exit %d: %s" % (method, rc, stderr[-500:]))
-        check("libddprof" not in stderr, "%s: agent messages: %s" % (method, stderr[-500:]))
         check("codes [-15, -15]" in stdout, "%s: workers did not die of SIGTERM: %s"
               % (method, stdout))
-        workers = {}
-        for line in stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "worker":
-                workers[int(parts[1])] = float(parts[2])
-        check(len(workers) == 2, "%s: workers %s" % (method, workers))
-        by_pid = files_by_pid(out)
-        missing = sorted(p for p in workers if p not in by_pid)
-        check(not missing, "%s: terminated workers %s have no profile (profiles of %s)"
-              % (method, missing, sorted(by_pid)))
+        workers, by_pid = pool_workers_and_profiles(method, rc, stdout, stderr, out)
         for pid, truth in sorted(workers.items()):
             got = shares(dump(by_pid[pid], stacks=True))[0] / 1e9
             check(0.9 * truth <= got <= 1.1 * truth + 0.04,
