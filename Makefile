@@ -227,7 +227,7 @@ TSAN_MODULES := agent/unwind/modules.c agent/unwind/modules_service.c agent/unwi
 	agent/sample/sampler.c agent/unwind/stack_bounds.c agent/unwind/stack_ranges.c \
 	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/u64map.c common/big_alloc.c \
 	agent/unwind/cfi_cache.c agent/unwind/cfi_cache_file.c common/fs.c agent/unwind/boot_cfi.c agent/unwind/cfi_lookup.c \
-	agent/unwind/cfi_decode.c agent/sample/app_signals.c agent/sample/sandbox.c
+	agent/unwind/cfi_decode.c agent/sample/app_signals.c agent/sample/sandbox.c common/identity.c
 tsan: $(BUILD)/workloads/libchurn.so
 	@mkdir -p $(BUILD)/tsan
 	@set -e; for t in $(TSAN_TESTS); do \

@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "common/dl_guard.h"
 #include "common/fork_child.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "preload/ddprof.h"
 #include "uploader/uploader.h"
@@ -330,6 +331,7 @@ __attribute__((constructor)) static void ddprof_init(void)
 {
 	int saved_errno = errno;
 	config_load(&cfg, NULL); /* NULL: the process environment */
+	identity_note_start();
 	if (!cfg.enabled)
 		goto out;
 	audited = getenv("LD_AUDIT") != NULL;

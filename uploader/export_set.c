@@ -7,10 +7,12 @@
  */
 #include "export_set.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/fork_child.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "uploader/curl_api.h"
 #include "uploader/export_datadog.h"
@@ -72,9 +74,14 @@ static void send_sync(struct exporter *e, const struct export_item *item, struct
 {
 	int rc = e->send(e, item);
 	upload_stats_outcome_add(o, rc == 0, rc == 0 ? 0 : 1, 0);
-	if (rc < 0 &&
+	/* A process that dropped its privileges since start (identity.h): counted only. */
+	bool dropped = (rc == -EACCES || rc == -EPERM) && identity_changed();
+	if (rc < 0 && !dropped &&
 	    ratelimit_allow(&e->warn, HTTP_FAIL_SETUP, clock_now_ns(CLOCK_MONOTONIC), NULL))
 		log_warn("%s: cannot export the profile: %s", e->label, strerror(-rc));
+	else if (dropped)
+		log_debug("%s: cannot export the profile as this user: %s", e->label,
+			  strerror(-rc));
 }
 
 void export_set_send(struct export_client *c, const struct export_item *item, bool final,

@@ -25,6 +25,7 @@
 
 #include "agent/unwind/cfi_cache_file.h"
 #include "common/fs.h"
+#include "common/identity.h"
 #include "common/log.h"
 #include "common/str_join.h"
 
@@ -79,7 +80,10 @@ static void count(_Atomic uint64_t *c)
 static void refuse(const char *name, const char *why)
 {
 	count(&st_refused);
-	bool first = !atomic_exchange_explicit(&refusal_logged, true, memory_order_relaxed);
+	/* A process that dropped its privileges since start cannot use the start user's
+	 * cache: counted, not printed (common/identity.h). */
+	bool first = !identity_changed() &&
+		     !atomic_exchange_explicit(&refusal_logged, true, memory_order_relaxed);
 	log_msg(first ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
 		"unwind cache: %s%s%s refused (%s); unwind tables are built instead%s", cache_dir,
 		name[0] ? "/" : "", name, why,

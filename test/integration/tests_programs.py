@@ -397,3 +397,46 @@ def test_terminated_pool_workers_are_profiled(ctx):
                   % (method, pid, got, truth))
             results.append("%s %.2f/%.2f" % (method, got, truth))
     return "; ".join(results)
+
+
+# A root parent whose forked worker switches to nobody (as nginx's and postgres's do),
+# loads a C extension and computes; the output directory and the unwind cache are
+# root's (0755, 0700).
+PY_DROP = """
+import ctypes, os, time
+def burn(s):
+    end = time.process_time() + s
+    while time.process_time() < end:
+        pass
+burn(0.3)
+pid = os.fork()
+if pid == 0:
+    os.setgid(65534)
+    os.setuid(65534)
+    import _decimal
+    burn(0.3)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("child_status %d" % status)
+"""
+
+
+def test_a_worker_that_drops_root_prints_nothing_into_the_hosts_log(ctx):
+    """A root parent forks a worker that switches to nobody, loads a C extension and
+    computes 0.3 s: the worker cannot write to the root-owned output directory or use
+    root's unwind cache, and nothing of that reaches the program's stderr (its log);
+    the worker exits 0 and the parent's own profile is written. (The worker's profile
+    itself is lost: README, Current limits.)"""
+    if os.geteuid() != 0:
+        return "skipped: needs root (a process that drops its privileges)"
+    out = os.path.join(ctx.dir, "out")
+    os.makedirs(out)
+    os.chmod(out, 0o755)
+    rc, stdout, stderr, _cpu, _wall = run_profiled(
+        [PYTHON, "-c", PY_DROP], {"DD_PROFILING_OUTPUT_DIR": out,
+                                  "XDG_CACHE_HOME": os.path.join(ctx.dir, "cache")})
+    check(rc == 0 and "child_status 0" in stdout, "exit %d: %r %r" % (rc, stdout, stderr))
+    check("libddprof" not in stderr, "printed into the program's stderr: %r" % stderr)
+    files = profile_files(out)
+    check(len(files) == 1, "profiles: %s" % files)
+    return "stderr clean; the parent's profile %s" % os.path.basename(files[0])
