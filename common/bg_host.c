@@ -39,9 +39,9 @@ int bg_host_add(struct bg_host *h, const struct bg_service *s)
 /* async-signal-safe. Wakes the thread from its sleep (the futex word moves). */
 static void wake_thread(struct bg_host *h)
 {
-	/* Release pairs with the acquire load of the word before the thread sleeps: what
-	 * was written before this wake-up (a kick, async_leave) is seen by a thread that
-	 * read the new value. */
+	/* Release pairs with the acquire load of the word before the thread sleeps: a
+	 * thread that reads the new value also sees what the waker wrote first (a kick,
+	 * async_leave). */
 	atomic_fetch_add_explicit(&h->wake_word, 1, memory_order_release);
 	raw_syscall(SYS_futex, (long)&h->wake_word, FUTEX_WAKE_PRIVATE, INT_MAX, 0);
 }
