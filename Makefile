@@ -227,7 +227,8 @@ TSAN_MODULES := agent/unwind/modules.c agent/unwind/modules_service.c agent/unwi
 	agent/sample/sampler.c agent/unwind/stack_bounds.c agent/unwind/stack_ranges.c \
 	agent/unwind/unwind_dwarf.c agent/sample/thread_start.c agent/sample/threads.c agent/sample/thread_names.c common/u64map.c common/big_alloc.c \
 	agent/unwind/cfi_cache.c agent/unwind/cfi_cache_file.c common/fs.c agent/unwind/boot_cfi.c agent/unwind/cfi_lookup.c \
-	agent/unwind/cfi_decode.c agent/sample/app_signals.c agent/sample/sandbox.c common/identity.c
+	agent/unwind/cfi_decode.c agent/sample/app_signals.c agent/sample/sandbox.c common/identity.c \
+	common/sort.c
 # The sources are compiled once and linked into every suite (each suite compiled them
 # all again before: most of the stage's time).
 TSAN_CFLAGS := -std=gnu11 -O1 -g -fsanitize=thread -pthread -D_GNU_SOURCE -I. -DDDPROF_TSAN=1
@@ -356,7 +357,7 @@ GOTFIX := $(BUILD)/workloads/liballoc_lazy.so $(BUILD)/workloads/liballoc_now.so
 	$(BUILD)/workloads/liballoc_late.so $(BUILD)/workloads/libcxx_caller.so \
 	$(BUILD)/workloads/liballoc_slowreloc.so $(BUILD)/workloads/libctor_apply.so \
 	$(BUILD)/workloads/alloc_nopie
-GOT_SHIM_SRCS := test/workloads/got_patch_shim.c agent/alloc/got_patch.c agent/alloc/got_image.c \
+GOT_SHIM_SRCS := test/workloads/got_patch_shim.c agent/alloc/got_patch.c agent/alloc/got_image.c agent/alloc/got_write.c \
 	common/dl_guard.c
 $(BUILD)/workloads/libgot_patch_shim.so: $(GOT_SHIM_SRCS) $(wildcard agent/alloc/*.h common/*.h)
 	@mkdir -p $(dir $@)

@@ -91,6 +91,11 @@ void *big_calloc(size_t n, size_t size)
 	return block_new(n * size, true); /* a fresh mapping is zero already */
 }
 
+size_t big_size(const void *p)
+{
+	return ((const struct big_header *)p - 1)->size;
+}
+
 void big_free(void *p)
 {
 	if (!p)

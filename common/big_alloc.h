@@ -34,6 +34,8 @@ void *big_malloc(size_t size);
 void *big_calloc(size_t n, size_t size);
 void *big_realloc(void *p, size_t size);
 void big_free(void *p);
+/* The size a block of this module was last given (its malloc, calloc or realloc). */
+size_t big_size(const void *p);
 
 /* Bytes of the blocks mapped now, and the most there ever were (relaxed counters). */
 struct big_alloc_stats {

@@ -20,6 +20,7 @@
 #include "agent/sample/sampler.h"
 #include "agent/symbolize/symbolizer.h"
 #include "agent/sample/threads.h"
+#include "agent/symbolize/dw_memory.h"
 #include "common/bg_host.h"
 #include "common/clock.h"
 #include "common/fork_child.h"
@@ -174,6 +175,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 			symbolizer_release_dwarf(ctx->sym);
 			z_api_unload();
 		}
+		dw_memory_log();
 		atomic_store_explicit(&upload_counters.serialize_ns,
 				      clock_now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
 		upload_stats_count(&upload_counters.samples, samples);

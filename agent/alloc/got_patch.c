@@ -43,6 +43,7 @@
  */
 #include "agent/alloc/got_patch.h"
 #include "agent/alloc/got_image.h"
+#include "agent/alloc/got_write.h"
 #include "common/dl_guard.h"
 #include "common/fork_child.h"
 #include "common/page_size.h"
@@ -83,10 +84,10 @@ struct slot_rec {
 	uint32_t entry; /* index in the active table */
 };
 
+/* What a slot to patch held and which name it is, beside its store (todo_w). */
 struct pending {
-	uintptr_t addr, value, old;
+	uintptr_t old;
 	uint32_t entry;
-	bool done;
 };
 
 struct store {
@@ -97,6 +98,7 @@ struct store {
 	 * caller, an application thread back from dlopen whose stack may be small. */
 	struct got_image_slot found[MAX_MODULE_SLOTS];
 	struct pending todo[MAX_MODULE_SLOTS];
+	struct got_write todo_w[MAX_MODULE_SLOTS];
 };
 
 static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -153,62 +155,17 @@ static void count(int which, uint64_t n)
 
 /* ---------------------------------------------------------------- writing slots */
 
-static uintptr_t page_down(uintptr_t a)
-{
-	return a & ~(uintptr_t)(page_size() - 1);
-}
-
-/* A slot is plain memory the loader wrote; viewed as _Atomic it is read and written
- * with one 8-byte access (aligned: got_image_find_slots checks), as the loader's own
- * store was, so a thread calling through it sees the old target or the new one. */
 static uintptr_t load_slot(uintptr_t addr)
 {
-	return atomic_load_explicit((_Atomic uintptr_t *)addr, memory_order_relaxed);
+	return got_write_load(addr);
 }
 
-/* Release: the replacement's original pointer (got_patch_entry.original) is stored
- * before; a thread that calls through the slot and then, in the hook, reads that
- * pointer must see it set. The calling side is the PLT's indirect jump (or a `call
- * *slot`), a plain load followed by a dependent one: x86-64 does not reorder loads
- * with older loads, and orders a release store after earlier stores. */
-static void store_slot(uintptr_t addr, uintptr_t value)
+/* The stores of w (agent/alloc/got_write.h), failures counted. */
+static size_t write_slots(const struct got_image *d, struct got_write *w, size_t n)
 {
-	atomic_store_explicit((_Atomic uintptr_t *)addr, value, memory_order_release);
-}
-
-/*
- * Stores p[i].value at p[i].addr, setting p[i].done. Slots on RELRO pages (read-only
- * since the loader relocated the module) get their pages made writable around the
- * stores and read-only again (the protection glibc gives them); where that fails they
- * are left as they are and counted. Returns the number stored.
- */
-static size_t write_slots(const struct got_image *d, struct pending *p, size_t n)
-{
-	uintptr_t lo = UINTPTR_MAX, hi = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (got_image_in_relro(d, p[i].addr)) {
-			lo = page_down(p[i].addr) < lo ? page_down(p[i].addr) : lo;
-			hi = page_down(p[i].addr) + page_size() > hi
-				 ? page_down(p[i].addr) + page_size()
-				 : hi;
-		}
-	}
-	bool opened = lo < hi && mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) == 0;
-	size_t written = 0;
-	for (size_t i = 0; i < n; i++) {
-		p[i].done = false;
-		if (got_image_in_relro(d, p[i].addr) && !opened) {
-			count(ST_FAIL_MPROTECT, 1);
-			continue;
-		}
-		store_slot(p[i].addr, p[i].value);
-		p[i].done = true;
-		written++;
-	}
-	/* Failing, the pages stay writable: the slots work, the module loses its RELRO
-	 * hardening only (counted). */
-	if (opened && mprotect((void *)lo, hi - lo, PROT_READ) != 0)
-		count(ST_FAIL_MPROTECT, 1);
+	uint64_t failed = 0;
+	size_t written = got_write_slots(d, w, n, &failed);
+	count(ST_FAIL_MPROTECT, failed);
 	return written;
 }
 
@@ -321,8 +278,16 @@ struct walk {
 
 static int walk_cb(struct dl_phdr_info *info, size_t size, void *arg);
 
+/* Modules the profiler loaded for itself and redirects on its own (got_patch_exclude):
+ * never walked, never restored. Guarded by walk_lock. */
+#define MAX_EXCLUDED 4
+static uintptr_t excluded[MAX_EXCLUDED];
+
 static enum kind classify(const struct dl_phdr_info *info, const struct walk *w)
 {
+	for (size_t i = 0; i < MAX_EXCLUDED; i++)
+		if (excluded[i] && info->dlpi_addr == excluded[i])
+			return MOD_SELF;
 	if (w->vdso && (uintptr_t)info->dlpi_phdr - w->vdso < page_size())
 		return MOD_VDSO;
 	if (w->loader && info->dlpi_addr == w->loader)
@@ -354,6 +319,7 @@ static void patch_module(struct walk *w, const struct got_image *d, const struct
 {
 	struct got_image_slot *found = ts->store->found;
 	struct pending *todo = ts->store->todo;
+	struct got_write *todo_w = ts->store->todo_w;
 	size_t bad, n = got_image_find_slots(d, w->names, w->n, found, MAX_MODULE_SLOTS, &bad);
 	if (n > MAX_MODULE_SLOTS) {
 		bad += n - MAX_MODULE_SLOTS;
@@ -389,15 +355,15 @@ static void patch_module(struct walk *w, const struct got_image *d, const struct
 		} else if (ts->nslots + ntodo >= MAX_SLOTS) {
 			count(ST_FAIL_FULL, 1);
 		} else {
-			todo[ntodo++] = (struct pending){
-			    .addr = s->addr, .value = repl, .old = cur, .entry = s->entry};
+			todo_w[ntodo] = (struct got_write){.addr = s->addr, .value = repl};
+			todo[ntodo++] = (struct pending){.old = cur, .entry = s->entry};
 		}
 	}
-	size_t written = write_slots(d, todo, ntodo);
+	size_t written = write_slots(d, todo_w, ntodo);
 	for (size_t i = 0; i < ntodo; i++)
-		if (todo[i].done)
+		if (todo_w[i].done)
 			ts->store->slots[ts->nslots++] = (struct slot_rec){
-			    .addr = todo[i].addr, .old = todo[i].old, .entry = todo[i].entry};
+			    .addr = todo_w[i].addr, .old = todo[i].old, .entry = todo[i].entry};
 	count(ST_SLOTS_PATCHED, written);
 	if (written)
 		count(ST_MODULES_PATCHED, 1);
@@ -608,7 +574,7 @@ static int walk_locked(struct got_patch_entry *table, size_t n, void *const *res
 		dl_iterate_phdr(resolve_cb, &r);
 	}
 	for (size_t i = 0; i < n; i++) {
-		/* Set once, before any slot points at the hook (store_slot's release). */
+		/* Set once, before any slot points at the hook (got_write_slots stores with release). */
 		if (fresh[i])
 			*table[i].original = cand[i];
 		if (!*table[i].original)
@@ -692,7 +658,7 @@ static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	const struct mod_rec *m = mod_find(d.base, d.dynamic, &cell);
 	if (!m || m->nslots == 0)
 		return 0;
-	struct pending *todo = ts->store->todo;
+	struct got_write *todo = ts->store->todo_w;
 	size_t n = 0;
 	for (uint32_t k = 0; k < m->nslots && n < MAX_MODULE_SLOTS; k++) {
 		const struct slot_rec *r = &ts->store->slots[m->first + k];
@@ -700,7 +666,7 @@ static int restore_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		 * one loaded at the same address since. */
 		if (got_image_contains(&d, r->addr, sizeof(uintptr_t), PF_R | PF_W) &&
 		    load_slot(r->addr) == (uintptr_t)w->table[r->entry].replacement)
-			todo[n++] = (struct pending){.addr = r->addr, .value = r->old};
+			todo[n++] = (struct got_write){.addr = r->addr, .value = r->old};
 	}
 	w->restored += (uint32_t)write_slots(&d, todo, n);
 	return 0;
@@ -754,6 +720,30 @@ void got_patch_get_stats(struct got_patch_stats *out)
 	    .failed_full = GET(ST_FAIL_FULL),
 	};
 #undef GET
+}
+
+int got_patch_exclude(uintptr_t base, void (*under_lock)(void *), void *arg)
+{
+	int rc = -ENOSPC;
+	pthread_mutex_lock(walk_lock);
+	for (size_t i = 0; i < MAX_EXCLUDED && rc != 0; i++)
+		if (!excluded[i] || excluded[i] == base) {
+			excluded[i] = base;
+			rc = 0;
+		}
+	if (rc == 0)
+		under_lock(arg);
+	pthread_mutex_unlock(walk_lock);
+	return rc;
+}
+
+void got_patch_include(uintptr_t base)
+{
+	pthread_mutex_lock(walk_lock);
+	for (size_t i = 0; i < MAX_EXCLUDED; i++)
+		if (excluded[i] == base)
+			excluded[i] = 0;
+	pthread_mutex_unlock(walk_lock);
 }
 
 void got_patch_place(pthread_mutex_t *mem)

@@ -138,6 +138,15 @@ struct got_patch_stats {
 
 void got_patch_get_stats(struct got_patch_stats *out);
 
+/* A module the profiler loaded for itself (its base, dlpi_addr) whose slots it sets on
+ * its own (agent/symbolize/dw_memory.h): from now on no walk patches or restores it
+ * (counted as skipped_self). under_lock(arg) runs under the lock the walks hold, so
+ * that no walk writes a slot of the module at the same time. 0, or -ENOSPC (a few
+ * modules at most; under_lock is not called). got_patch_include undoes it, before the
+ * module is unloaded (another could be loaded at its base). */
+int got_patch_exclude(uintptr_t base, void (*under_lock)(void *), void *arg);
+void got_patch_include(uintptr_t base);
+
 /* Start-up, before the fork handlers are registered: where the lock lives (zeroed
  * memory a fork child finds zeroed again, the fork-local page; NULL keeps the static
  * one). */

@@ -4,6 +4,7 @@
  * Context: normal context; lookups from any thread (the snapshot is immutable).
  */
 #include "agent/sample/thread_names.h"
+#include "common/sort.h"
 #include "common/big_alloc.h"
 #include "common/sys_io.h"
 
@@ -47,7 +48,7 @@ static int by_tid_live_first(const void *a, const void *b)
 
 void thread_names_adopt(struct thread_names *out, struct thread_name *v, size_t n)
 {
-	qsort(v, n, sizeof(*v), by_tid_live_first);
+	sort_inplace(v, n, sizeof(*v), by_tid_live_first);
 	size_t kept = 0;
 	for (size_t i = 0; i < n; i++)
 		if (kept == 0 || v[kept - 1].tid != v[i].tid)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "agent/symbolize/dw_memory.h"
 #include "common/dl_guard.h"
 #include "common/fork_child.h"
 #include "common/log.h"
@@ -28,6 +29,7 @@ static const char *soname = DW_API_SONAME;
 static bool load(void)
 {
 	/* RTLD_LOCAL: libdw's symbols must not interpose on anything of the application. */
+	dw_memory_before_load();
 	void *h = dl_guard_dlopen(soname, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		log_info("%s not loadable (%s): function names from ELF symbol tables only, no "
@@ -49,6 +51,8 @@ static bool load(void)
 		dl_guard_dlclose(h);
 		return false;
 	}
+	/* Before any libdw call: its large blocks must never be glibc's (dw_memory.h). */
+	dw_memory_install(h);
 	api = t;
 	handle = h;
 	return true;
@@ -87,6 +91,7 @@ bool dw_api_unload(void)
 	/* Reset before the unlock: a fork waiting for the guard must not give a child a
 	 * table into an unmapped library. */
 	dl_guard_lock();
+	dw_memory_uninstall();
 	dl_guard_dlclose_locked(handle);
 	handle = NULL;
 	state = DW_UNTRIED;

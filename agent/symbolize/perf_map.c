@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/sort.h"
 #include "common/big_alloc.h"
 #include "common/log.h"
 #include "common/sys_io.h"
@@ -337,7 +338,7 @@ static int merge_batch(struct perf_map *pm)
 	if (pm->nranges)
 		memcpy(it, pm->ranges, pm->nranges * sizeof(*it));
 	memcpy(it + pm->nranges, pm->batch, pm->nbatch * sizeof(*it));
-	qsort(it, n, sizeof(*it), range_cmp);
+	sort_inplace(it, n, sizeof(*it), range_cmp);
 	size_t next = 0, hn = 0, nout = 0;
 	uint64_t pos = 0;
 	while (next < n || hn > 0) {

@@ -21,6 +21,7 @@
 
 #include "agent/unwind/cfi_parse.h"
 #include "agent/unwind/cfi_roots.h"
+#include "common/sort.h"
 #include "common/big_alloc.h"
 #include "common/mem_populate.h"
 #include "agent/unwind/elf_image.h"
@@ -52,7 +53,7 @@ static int chunk_cmp(const void *a, const void *b)
  * input) every row is sorted in place and read as one chunk. Returns the highest pc. */
 static uint32_t order_chunks(struct row_buf *b)
 {
-	qsort(b->chunks, b->nchunks, sizeof(*b->chunks), chunk_cmp);
+	sort_inplace(b->chunks, b->nchunks, sizeof(*b->chunks), chunk_cmp);
 	size_t total = 0;
 	const struct cfi_row *prev = NULL;
 	bool sorted = true;
@@ -65,7 +66,7 @@ static uint32_t order_chunks(struct row_buf *b)
 		}
 	}
 	if (!sorted || total != b->n) {
-		qsort(b->rows, b->n, sizeof(*b->rows), row_cmp);
+		sort_inplace(b->rows, b->n, sizeof(*b->rows), row_cmp);
 		b->nchunks = 0;
 		cfi_parse_add_chunk(b, 0); /* b->n > 0: the array holds one already */
 		prev = &b->rows[b->n - 1];

@@ -19,6 +19,7 @@
  * only for a few stores. The service's ctl_lock is never held while this file runs.
  */
 #include "agent/unwind/modules.h"
+#include "common/sort.h"
 #include "common/page_size.h"
 
 #include <errno.h>
@@ -215,7 +216,7 @@ static void publish(struct module **dead, size_t ndead)
 			    .mod = mod,
 			};
 	}
-	qsort(m->e, m->n, sizeof(m->e[0]), entry_cmp);
+	sort_inplace(m->e, m->n, sizeof(m->e[0]), entry_cmp);
 	struct module_map *old = module_map_publish(m);
 	atomic_fetch_add_explicit(&st_publications, 1, memory_order_relaxed);
 	if (!module_map_grace_wait(GRACE_TIMEOUT_NS)) {

@@ -200,7 +200,7 @@ def run_policy(ctx, env, args=()):
     check(rc == 0, "malloc_policy exited %d: %s" % (rc, err[-500:]))
     m = POLICY_RE.search(out)
     check(m, "no result line: %r" % out)
-    return int(m.group(1)), int(m.group(2))
+    return int(m.group(1)), int(m.group(2)), m.group(0)
 
 
 def test_the_applications_malloc_thresholds_are_left_as_they_were(ctx):
@@ -211,7 +211,7 @@ def test_the_applications_malloc_thresholds_are_left_as_they_were(ctx):
     scans, symbolization and several uploads (to files and over HTTP), with allocation
     profiling off and on; the program freeing a large block itself shows that the check
     can fail."""
-    blocks, served = run_policy(ctx, {}, ["raise"])
+    blocks, served, _ = run_policy(ctx, {}, ["raise"])
     check(blocks > 100 and served * 3 >= blocks,
           "control: after its own free of a 300 KiB block, the program's 256 KiB blocks "
           "should come from the heap (a third of %d), saw %d" % (blocks, served))
@@ -227,14 +227,74 @@ def test_the_applications_malloc_thresholds_are_left_as_they_were(ctx):
                     env["DD_PROFILING_OUTPUT_DIR"] = out
                 else:
                     env["DD_TRACE_AGENT_URL"] = intake.url
-                blocks, served = run_policy(ctx, env)
+                blocks, served, line = run_policy(ctx, env)
                 check(blocks > 100, "only %d rounds" % blocks)
                 check(served == 0,
                       "allocation profiling %s, %s exporter: %d of the application's %d "
-                      "large blocks came from the heap: its mmap threshold was raised"
-                      % (alloc, exporter, served, blocks))
+                      "large blocks came from the heap: its mmap threshold was raised (%s)"
+                      % (alloc, exporter, served, blocks, line))
                 if exporter == "file":
                     n = len(profile_files(out))
                     check(n >= 3, "expected a profile a second and one at exit, saw %d" % n)
         check(len(intake.records()) >= 6, "expected uploads over HTTP, saw %d"
               % len(intake.records()))
+
+
+# A Python program that checks, through ctypes, whether glibc still maps its large blocks
+# (the size word's IS_MMAPPED bit, as malloc_policy.c does), while it hashes, encodes
+# JSON and calls libm: a profile of it names frames of python3, libc, libcrypto and libm,
+# whose debug file (libc6-dbg) has compressed DWARF that libdw decompresses (MiBs).
+PY_POLICY = r"""
+import ctypes, hashlib, json, math, sys, time
+libc = ctypes.CDLL(None)
+xs = [1.5 + i / 7.0 for i in range(2000)]
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+blocks = served = 0
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    for i in range(300):
+        hashlib.sha512(b"x" * 4096).digest()
+        json.dumps({"k": list(range(50)), "i": i})
+    sum(map(math.lgamma, xs)) + sum(map(math.erfc, xs))
+    for size in (130 << 10, 256 << 10, 1 << 20):
+        p = libc.malloc(size)
+        blocks += 1
+        served += not (ctypes.c_uint64.from_address(p - 8).value & 2)
+print("blocks %d heap_served %d" % (blocks, served))
+"""
+
+
+def test_symbolizing_with_libdw_leaves_pythons_malloc_thresholds_as_they_were(ctx):
+    """libdw decompresses a debug file's DWARF into memory it takes from malloc (blocks
+    of hundreds of KiB), and frees it when the profiler gives its DWARF back after a
+    profile: glibc would then raise the application's mmap threshold for good. With a cold
+    symbol cache, so that every frame is named through libdw, Python's 256 KiB and 1 MiB
+    blocks stay mappings of their own through four profiles; the debug log shows the
+    profiler's libdw blocks were mapped apart (the hazard happened)."""
+    from itest import PYTHON
+    script = os.path.join(ctx.dir, "policy.py")
+    with open(script, "w") as f:
+        f.write(PY_POLICY)
+    out = os.path.join(ctx.dir, "out")
+    env = {"DD_PROFILING_UPLOAD_PERIOD": "1", "DD_PROFILING_OUTPUT_DIR": out,
+           "XDG_CACHE_HOME": os.path.join(ctx.dir, "cold-cache"),
+           "DD_PROFILING_LOG_LEVEL": "debug"}
+    rc, stdout, err, _, _ = run_profiled([PYTHON, script, "4"], env, timeout=60)
+    check(rc == 0, "python exited %d: %s" % (rc, err[-500:]))
+    m = POLICY_RE.search(stdout)
+    check(m, "no result line: %r" % stdout)
+    blocks, served = int(m.group(1)), int(m.group(2))
+    stats = re.findall(r"libdw and libelf: (\d+) blocks mapped \(\d+ live, (\d+) KiB at most",
+                       err)
+    mapped = max([int(n) for n, _ in stats] or [0])
+    peak_kib = max([int(k) for _, k in stats] or [0])
+    check(blocks > 30 and served == 0,
+          "%d of Python's %d large blocks came from the heap: its mmap threshold was raised "
+          "(libdw's blocks mapped apart: %d)" % (served, blocks, mapped))
+    check(peak_kib > 130,
+          "libdw took no block over 130 KiB: the run did not test the hazard (%s)"
+          % [l for l in err.splitlines() if "libdw" in l][-5:])
+    check(len(profile_files(out)) >= 3, "expected a profile a second")
+    return "%d large blocks, %d from the heap; libdw's %d blocks mapped apart (%d KiB at once)" % (
+        blocks, served, mapped, peak_kib)
