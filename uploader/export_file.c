@@ -3,7 +3,8 @@
  *
  * Files are named libddprof_<pid>_<seq>.pprof, created 0600 with O_EXCL|O_NOFOLLOW
  * under a temporary name and renamed into place, so a reader never sees half a
- * profile and a planted symlink is never followed.
+ * profile and a planted symlink is never followed. A process that changes its root or
+ * gives up root after start goes on writing there through file_spool.h.
  * Context: uploader thread only.
  */
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include "common/log.h"
 #include "common/str_join.h"
 #include "uploader/exporter.h"
+#include "uploader/file_spool.h"
 
 #define PROFILE_FILE_MODE 0600
 #define PROFILE_DIR_MODE 0700
@@ -28,37 +30,70 @@ struct file_exporter {
 	char dir[PATH_MAX];
 };
 
-static int file_send(struct exporter *e, const struct export_item *item)
+/* Writes the profile as name in the directory at (a descriptor; or AT_FDCWD with
+ * prefix "dir/"): under a temporary name, renamed into place. 0 or a negative errno. */
+static int write_profile(int at, const char *prefix, const struct export_item *item)
 {
-	struct file_exporter *fe = (struct file_exporter *)e;
 	char tmp[PATH_MAX], final[PATH_MAX];
-	int n1 = snprintf(final, sizeof(final), "%s/libddprof_%d_%06llu.pprof", fe->dir, item->pid,
+	int n1 = snprintf(final, sizeof(final), "%slibddprof_%d_%06llu.pprof", prefix, item->pid,
 			  (unsigned long long)item->seq);
-	int n2 = snprintf(tmp, sizeof(tmp), "%s/.libddprof_%d_%06llu.pprof.tmp", fe->dir, item->pid,
+	int n2 = snprintf(tmp, sizeof(tmp), "%s.libddprof_%d_%06llu.pprof.tmp", prefix, item->pid,
 			  (unsigned long long)item->seq);
-	if (n1 >= (int)sizeof(final) || n2 >= (int)sizeof(tmp))
+	if (n1 < 0 || n2 < 0 || n1 >= (int)sizeof(final) || n2 >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	/* The directory may have been removed since start-up. */
-	fs_make_dirs(fe->dir, PROFILE_DIR_MODE);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, PROFILE_FILE_MODE);
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	int fd = openat(at, tmp, flags, PROFILE_FILE_MODE);
 	if (fd < 0 && errno == EEXIST) {
 		/* A leftover of a crashed process with our pid: ours to replace. */
-		unlink(tmp);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			  PROFILE_FILE_MODE);
+		unlinkat(at, tmp, 0);
+		fd = openat(at, tmp, flags, PROFILE_FILE_MODE);
 	}
 	if (fd < 0)
 		return -errno;
 	int rc = fs_write_all(fd, item->pprof_gz, item->len);
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && rename(tmp, final) != 0)
+	if (rc == 0 && renameat(at, tmp, at, final) != 0)
 		rc = -errno;
 	if (rc != 0)
-		unlink(tmp);
+		unlinkat(at, tmp, 0);
 	else
 		log_debug("wrote %s (%zu bytes)", final, item->len);
 	return rc;
+}
+
+/* Through the directory kept open when the process changed its root or gave up root
+ * (file_spool.h), else by path; a process that can no longer create files there writes
+ * into its spool, which a process still running as root empties into the directory. */
+static int file_send(struct exporter *e, const struct export_item *item)
+{
+	struct file_exporter *fe = (struct file_exporter *)e;
+	char prefix[PATH_MAX];
+	int dfd = file_spool_dir_fd();
+	if (dfd < 0) {
+		int n = snprintf(prefix, sizeof(prefix), "%s/", fe->dir);
+		if (n < 0 || n >= (int)sizeof(prefix))
+			return -ENAMETOOLONG;
+		/* The directory may have been removed since start-up. */
+		fs_make_dirs(fe->dir, PROFILE_DIR_MODE);
+	}
+	int rc = write_profile(dfd >= 0 ? dfd : AT_FDCWD, dfd >= 0 ? "" : prefix, item);
+	int sfd;
+	if ((rc == -EACCES || rc == -EPERM) && (sfd = file_spool_fd()) >= 0) {
+		rc = write_profile(sfd, "", item);
+		if (rc == 0)
+			log_debug("profile %llu spooled for %s", (unsigned long long)item->seq,
+				  fe->dir);
+	}
+	return rc;
+}
+
+/* Every upload cycle: a process running as root empties the spools of the processes
+ * that gave root up into the directory. */
+static void file_housekeep(struct exporter *e)
+{
+	struct file_exporter *fe = (struct file_exporter *)e;
+	file_spool_sweep(file_spool_dir_fd(), fe->dir);
 }
 
 static void file_destroy(struct exporter *e)
@@ -88,6 +123,7 @@ struct exporter *export_file_new(const char *dir)
 	str_join(fe->base.label, sizeof(fe->base.label), label, 3);
 	ratelimit_init(&fe->base.warn, RATELIMIT_DEFAULT_INTERVAL_NS);
 	fe->base.send = file_send;
+	fe->base.housekeep = file_housekeep;
 	fe->base.destroy = file_destroy;
 	return &fe->base;
 }

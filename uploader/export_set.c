@@ -147,6 +147,13 @@ void export_set_send(struct export_client *c, const struct export_item *item, bo
 	atomic_store_explicit(&sends_in_flight, false, memory_order_relaxed);
 }
 
+void export_set_housekeep(void)
+{
+	for (size_t i = 0; i < n_exporters; i++)
+		if (exporters[i]->housekeep)
+			exporters[i]->housekeep(exporters[i]);
+}
+
 FORK_CHILD_PATH void export_set_atfork_child(void)
 {
 	/* The warning rate limiters are kept: a fork storm warns like one process. The

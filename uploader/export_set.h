@@ -52,6 +52,9 @@ void export_set_send(struct export_client *c, const struct export_item *item, bo
 		     uint64_t deadline, _Atomic uint64_t *abort_ns, uint64_t timeout_ns,
 		     void (*on_client)(void), struct outcomes *o);
 
+/* Each upload cycle, profile or not: every exporter's housekeeping (exporter.h). */
+void export_set_housekeep(void);
+
 /* Fork child: a request the parent was still waiting for marks its exporter
  * unresponsive here (the intake may be hanging). Touches the exporters' memory only
  * when a send was in flight. */

@@ -48,6 +48,9 @@ struct exporter {
 	int (*prepare)(struct exporter *e, const struct export_item *item, struct pb_buf *body,
 		       struct http_request *req);
 	void (*destroy)(struct exporter *e);
+	/* Optional: work of the exporter's own once per upload cycle, whether or not the
+	 * cycle had a profile (the file exporter empties spools: file_spool.h). */
+	void (*housekeep)(struct exporter *e);
 	struct ratelimit warn; /* failure warnings of this exporter */
 	/* HTTP exporters, kept by the uploader and inherited by fork children: */
 	uint64_t in_flight_since_ns; /* CLOCK_MONOTONIC start of the send in progress, or 0 */

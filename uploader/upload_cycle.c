@@ -205,6 +205,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		}
 	}
 	agent_snapshot_release(&snap);
+	export_set_housekeep();
 	upload_stats_log();
 }
 

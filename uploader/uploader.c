@@ -138,6 +138,11 @@ FORK_CHILD_DATA static pid_t owner_pid;
 /* This process is a fork child of the one that started the profiler. */
 FORK_CHILD_DATA static bool forked;
 FORK_CHILD_DATA static pid_t spawn_pending_pid;
+/* This process runs as root, writes profiles into a directory and has forked: its
+ * children may give root up and spool their profiles, which its thread moves into the
+ * directory each period (uploader/file_spool.h). A need for the thread, as samples are.
+ * Cleared in a fork child. */
+FORK_CHILD_DATA static _Atomic bool sweep_duty;
 
 static void start_deferred(bool may_wait);
 
@@ -518,7 +523,8 @@ void uploader_app_call(void)
 	/* A need: samples, or allocations the live heap tracks (its stacks' memory and
 	 * its compactions are the thread's to tend). */
 	if (atomic_load_explicit(&spawn_pending, memory_order_relaxed) &&
-	    (!profiles_empty(up_profiles) || live_heap_tracking()))
+	    (!profiles_empty(up_profiles) || live_heap_tracking() ||
+	     atomic_load_explicit(&sweep_duty, memory_order_relaxed)))
 		start_deferred(false);
 }
 
@@ -603,11 +609,13 @@ FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 {
 	atomic_store_explicit(&exiting, true, memory_order_relaxed);
 	pthread_mutex_lock(ctl.lock);
-	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles)) {
+	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles) &&
+	    !atomic_load_explicit(&sweep_duty, memory_order_relaxed)) {
 		/* Nothing sampled since the last upload and nothing in flight: no final
 		 * profile, so no reason to wait for the thread, nor to wake it: it stays
 		 * parked until the process ends (a short fork child exits at once, and
-		 * its exit does not compete with the thread's). */
+		 * its exit does not compete with the thread's). A root parent's final
+		 * cycle moves its children's last spooled profiles. */
 		ctl.stop = true;
 		bg_host_leave_locked(&host, false);
 	} else if (ctl.running && !ctl.stop) {
@@ -726,6 +734,11 @@ bool uploader_thread_started(void)
 	return atomic_load_explicit(&thread_spawned, memory_order_relaxed);
 }
 
+const char *uploader_output_dir(void)
+{
+	return up_cfg ? up_cfg->output_dir : "";
+}
+
 void uploader_atfork_prepare(void)
 {
 	/* Never held across I/O or serialization: this waits for at most a few
@@ -735,6 +748,9 @@ void uploader_atfork_prepare(void)
 
 void uploader_atfork_parent(void)
 {
+	if (!atomic_load_explicit(&sweep_duty, memory_order_relaxed) && up_cfg &&
+	    up_cfg->output_dir[0] && geteuid() == 0)
+		atomic_store_explicit(&sweep_duty, true, memory_order_relaxed);
 	/* The first fork: this process has children, whose exit names what they sampled
 	 * with the symbolizer they adopt from it (upload_cycle_warm). The thread, when it
 	 * runs, readies it; every later fork only reads the flag. */
@@ -747,6 +763,7 @@ void uploader_atfork_parent(void)
 
 FORK_CHILD_PATH void uploader_atfork_child(void)
 {
+	atomic_store_explicit(&sweep_duty, false, memory_order_relaxed);
 	bool was_running = uploader_wanted && !ctl.stop;
 	forked = true;
 	owner_pid = threads_fork_child_pid();

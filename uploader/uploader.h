@@ -98,6 +98,9 @@ void uploader_get_stats(struct uploader_stats *out);
 bool uploader_signal_lost(void);
 /* Whether this process's uploader thread was started. Any thread. */
 bool uploader_thread_started(void);
+/* The file exporter's directory ("" when there is none or before uploader_start): the
+ * configuration's, which never changes after start. Any thread. */
+const char *uploader_output_dir(void);
 
 void uploader_atfork_prepare(void);
 void uploader_atfork_parent(void);

@@ -6,6 +6,7 @@ A stack is complete when its outermost frame is where a process or thread begins
 the application's CPU (the "[profiler]" frame left out).
 """
 import os
+import re
 import threading
 import time
 
@@ -399,34 +400,44 @@ def test_terminated_pool_workers_are_profiled(ctx):
     return "; ".join(results)
 
 
-# A root parent whose forked worker switches to nobody (as nginx's and postgres's do),
-# loads a C extension and computes; the output directory and the unwind cache are
-# root's (0755, 0700).
+# A root parent forks two workers that switch to nobody (as nginx's do: setgid, then
+# setuid), load a C extension and compute 0.4 s each, one of them in two periods; the
+# output directory and the unwind cache are root's (0755, 0700). The parent waits for
+# them, computing a little, and prints each worker's CPU as the kernel counted it.
 PY_DROP = """
-import ctypes, os, time
+import os, resource, time
 def burn(s):
     end = time.process_time() + s
     while time.process_time() < end:
         pass
 burn(0.3)
-pid = os.fork()
-if pid == 0:
-    os.setgid(65534)
-    os.setuid(65534)
-    import _decimal
-    burn(0.3)
-    os._exit(0)
-_, status = os.waitpid(pid, 0)
-print("child_status %d" % status)
+workers = []
+for i in range(2):
+    pid = os.fork()
+    if pid == 0:
+        os.setgid(65534)
+        os.setuid(65534)
+        import _decimal
+        burn(0.2)
+        time.sleep(1.2 * i)
+        burn(0.2)
+        os._exit(0)
+    workers.append(pid)
+for pid in workers:
+    _, status, ru = os.wait4(pid, 0)
+    print("worker %d status %d cpu %.3f" % (pid, status, ru.ru_utime + ru.ru_stime))
+burn(0.1)
 """
 
 
-def test_a_worker_that_drops_root_prints_nothing_into_the_hosts_log(ctx):
-    """A root parent forks a worker that switches to nobody, loads a C extension and
-    computes 0.3 s: the worker cannot write to the root-owned output directory or use
-    root's unwind cache, and nothing of that reaches the program's stderr (its log);
-    the worker exits 0 and the parent's own profile is written. (The worker's profile
-    itself is lost: README, Current limits.)"""
+def test_workers_that_drop_root_reach_the_output_directory_silently(ctx):
+    """A root parent forks two workers that switch to nobody, load a C extension and
+    compute 0.4 s each: they cannot create files in the root-owned (0755) output
+    directory nor use root's unwind cache, and nothing of that reaches the program's
+    stderr (its log). Their profiles go to a spool made for nobody before the switch
+    (.libddprof-spool/65534/) and the parent, still root, moves them into the directory:
+    every worker's profiles are there, root's and 0600 like the parent's, holding its
+    CPU within 10% of the kernel's count, and the spool is empty."""
     if os.geteuid() != 0:
         return "skipped: needs root (a process that drops its privileges)"
     out = os.path.join(ctx.dir, "out")
@@ -434,9 +445,28 @@ def test_a_worker_that_drops_root_prints_nothing_into_the_hosts_log(ctx):
     os.chmod(out, 0o755)
     rc, stdout, stderr, _cpu, _wall = run_profiled(
         [PYTHON, "-c", PY_DROP], {"DD_PROFILING_OUTPUT_DIR": out,
+                                  "DD_PROFILING_UPLOAD_PERIOD": "1",
                                   "XDG_CACHE_HOME": os.path.join(ctx.dir, "cache")})
-    check(rc == 0 and "child_status 0" in stdout, "exit %d: %r %r" % (rc, stdout, stderr))
+    workers = {int(m.group(1)): (int(m.group(2)), float(m.group(3))) for m in
+               re.finditer(r"worker (\d+) status (\d+) cpu ([\d.]+)", stdout)}
+    check(rc == 0 and len(workers) == 2 and all(st == 0 for st, _ in workers.values()),
+          "exit %d: %r %r" % (rc, stdout, stderr))
     check("libddprof" not in stderr, "printed into the program's stderr: %r" % stderr)
-    files = profile_files(out)
-    check(len(files) == 1, "profiles: %s" % files)
-    return "stderr clean; the parent's profile %s" % os.path.basename(files[0])
+    by_pid = files_by_pid(out)
+    spool = os.path.join(out, ".libddprof-spool", "65534")
+    left = os.listdir(spool) if os.path.isdir(spool) else None
+    check(left == [], "the spool for nobody: %r (expected made, then emptied)" % left)
+    results = []
+    for pid, (_st, truth) in sorted(workers.items()):
+        check(pid in by_pid, "worker %d has no profile in the directory: %s (spool %r)"
+              % (pid, sorted(by_pid), left))
+        for f in by_pid[pid]:
+            st = os.stat(f)
+            check(st.st_uid == 0 and st.st_mode & 0o777 == 0o600,
+                  "%s: uid %d mode %o" % (f, st.st_uid, st.st_mode & 0o777))
+        got = shares(dump(by_pid[pid], stacks=True))[0] / 1e9
+        check(0.9 * truth <= got <= 1.1 * truth + 0.02,
+              "worker %d's profiles hold %.3f s, the kernel counted %.3f s" % (pid, got, truth))
+        results.append("%d: %d profiles, %.2f/%.2f s" % (pid, len(by_pid[pid]), got, truth))
+    check(len(by_pid) == 3, "profiles of %s, expected the parent and 2 workers" % sorted(by_pid))
+    return "stderr clean; spool emptied; " + "; ".join(results)
