@@ -99,6 +99,9 @@ struct builder {
 	uint32_t column[PROFILE_KINDS]; /* COLUMN_NONE: a kind the profile leaves out */
 	uint32_t ncolumns;
 	const struct thread_names *names; /* pprof_meta's */
+	const struct profile *profile;
+	struct jit_splits *jit_splits; /* pprof_meta's */
+	uint32_t jit_epoch;	       /* the epoch of the sample being added */
 	int pid;
 	int err;
 	struct pprof_stats st;
@@ -174,6 +177,12 @@ static void add_line(struct builder *b, struct pb_buf *l, uint64_t fid, int line
 static uint64_t location_id(struct builder *b, uintptr_t pc, bool is_return)
 {
 	uint64_t key = ((uint64_t)pc << 1) | is_return, id;
+	/* JIT code named otherwise in the sample's epoch than now: a location of its own
+	 * (the epoch in the key's top bits, above any user-space pc). */
+	bool then = pc > PC_SYNTHETIC_MAX && b->jit_epoch < symbolizer_jit_epoch(b->sym) &&
+		    symbolizer_jit_renamed(b->sym, pc, is_return, b->jit_epoch);
+	if (then)
+		key |= (uint64_t)((b->jit_epoch & 0x7fff) + 1) << 48;
 	if (u64map_get(&b->locs, key, &id))
 		return id;
 	id = ++b->next_loc;
@@ -189,7 +198,9 @@ static uint64_t location_id(struct builder *b, uintptr_t pc, bool is_return)
 	} else {
 		uint64_t t0 = clock_now_ns(CLOCK_MONOTONIC);
 		m = symbolizer_find_mapping(b->sym, pc);
-		n = symbolizer_frames(b->sym, pc, is_return, fr, SYM_MAX_FRAMES);
+		n = then ? symbolizer_jit_frames_at(b->sym, pc, is_return, b->jit_epoch, fr,
+						    SYM_MAX_FRAMES)
+			 : symbolizer_frames(b->sym, pc, is_return, fr, SYM_MAX_FRAMES);
 		b->st.symbolize_ns += clock_now_ns(CLOCK_MONOTONIC) - t0;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -306,7 +317,32 @@ static void visit_node(const struct trie_node *node, void *arg)
 	 * node with time and no sample holds the end of a thread (profiles_record_n). */
 	if (!any || node->kind >= PROFILE_KINDS)
 		return;
-	add_sample(b, node->pcs, node->npcs, node->tid, (enum profile_kind)node->kind, v);
+	uint32_t swap_epoch = b->jit_epoch;
+	const struct jit_split *r;
+	size_t nr = b->jit_splits ? jit_splits_of(b->jit_splits, b->profile, node, &r) : 0;
+	/* Counted in several JIT epochs: one sample per epoch, each its part of the counts. */
+	uint64_t prev[PROFILE_VALUES_MAX] = {0};
+	for (size_t k = 0; k < nr; k++) {
+		uint64_t part[PROFILE_VALUES_MAX];
+		bool some = false;
+		for (uint32_t i = 0; i < PROFILE_VALUES_MAX; i++) {
+			part[i] = r[k].values[i] > prev[i] ? r[k].values[i] - prev[i] : 0;
+			some |= part[i] != 0;
+			prev[i] = r[k].values[i] > prev[i] ? r[k].values[i] : prev[i];
+		}
+		b->jit_epoch = r[k].epoch;
+		if (some)
+			add_sample(b, node->pcs, node->npcs, node->tid,
+				   (enum profile_kind)node->kind, part);
+	}
+	bool rest = nr == 0;
+	for (uint32_t i = 0; i < PROFILE_VALUES_MAX; i++) {
+		v[i] = v[i] > prev[i] ? v[i] - prev[i] : 0;
+		rest |= v[i] != 0;
+	}
+	b->jit_epoch = swap_epoch;
+	if (rest)
+		add_sample(b, node->pcs, node->npcs, node->tid, (enum profile_kind)node->kind, v);
 }
 
 static void value_type(struct pb_buf *out, struct builder *b, uint32_t field, const char *type,
@@ -396,6 +432,10 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 	b.sym = sym;
 	b.pid = meta->pid;
 	b.names = meta->thread_names;
+	b.profile = p;
+	b.jit_splits = meta->jit_splits;
+	/* Without records, every sample is named as the map is now. */
+	b.jit_epoch = meta->jit_splits ? meta->jit_epoch : UINT32_MAX;
 	strtab_init(&b.strings);
 	u64map_init(&b.locs);
 	u64map_init(&b.funcs);

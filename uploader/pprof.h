@@ -18,6 +18,7 @@
 
 #include "agent/store/profiles.h"
 #include "agent/symbolize/symbolizer.h"
+#include "uploader/jit_splits.h"
 #include "common/pb.h"
 
 #define PPROF_COMMENTS_MAX 8
@@ -45,6 +46,11 @@ struct pprof_meta {
 	/* The kinds whose columns the profile has (PROFILE_KIND_BIT; the CPU's always:
 	 * its period is the profile's); samples of other kinds are left out. */
 	uint32_t kinds;
+	/* JIT epochs (uploader/jit_splits.h): the records of the profile's stacks counted
+	 * before a rename (NULL: none), and the epoch the profile was swapped out in, which
+	 * names what the records do not hold. Not owned. */
+	struct jit_splits *jit_splits;
+	uint32_t jit_epoch;
 };
 
 struct pprof_stats {

@@ -114,7 +114,10 @@ void upload_cycle_jit(struct upload_ctx *ctx)
 		if (!ctx->sym)
 			return;
 	}
+	uint32_t before = symbolizer_jit_epoch(ctx->sym);
 	symbolizer_refresh_jit(ctx->sym);
+	if (symbolizer_jit_epoch(ctx->sym) != before)
+		jit_splits_record(&ctx->splits, profiles_active(ctx->profiles), ctx->sym, before);
 }
 
 bool upload_cycle_signal_lost(void)
@@ -129,6 +132,11 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 	struct agent_snapshot snap;
 	bool has_data = agent_snapshot_take(ctx->profiles, now, &snap);
 	uint64_t samples = snap.samples;
+	/* The records of the profile just swapped out, and the epoch it ends in; the new
+	 * active profile starts without records. */
+	uint32_t swap_epoch = ctx->sym ? symbolizer_jit_epoch(ctx->sym) : 0;
+	struct jit_splits done = ctx->splits;
+	jit_splits_init(&ctx->splits);
 	if (has_data && !ctx->sym) {
 		/* Made at the first profile with samples: a fork child that never has one
 		 * (most children of a fork storm) never pays for it. */
@@ -146,11 +154,16 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 					  .startup_cpu_ns = snap.startup_cpu_ns,
 					  .startup_tid = snap.startup_tid,
 					  .thread_names = &snap.names,
-					  .kinds = snap.kinds};
+					  .kinds = snap.kinds,
+					  .jit_splits = &done,
+					  .jit_epoch = swap_epoch};
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(ctx->cfg, &meta, comment_buf);
 		bg_host_run_nested(ctx->host, ctx->between_steps);
 		symbolizer_refresh(ctx->sym);
+		if (symbolizer_jit_epoch(ctx->sym) != swap_epoch)
+			jit_splits_record(&ctx->splits, profiles_active(ctx->profiles), ctx->sym,
+					  swap_epoch);
 		/* The only profile of a process that lived briefly (a fork child, a shell
 		 * command): names without lines, so that its exit does not wait for DWARF
 		 * to be decompressed (agent/symbolize/symbolizer.h). */
@@ -205,6 +218,10 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		}
 	}
 	agent_snapshot_release(&snap);
+	jit_splits_free(&done);
+	/* No profile is left with counts from before the swap's epoch. */
+	if (ctx->sym)
+		symbolizer_jit_prune(ctx->sym, swap_epoch);
 	export_set_housekeep();
 	upload_stats_log();
 }

@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/pb.h"
 #include "uploader/export_set.h"
+#include "uploader/jit_splits.h"
 
 /* What one uploader thread owns (on its stack): a fork child's new thread builds its own
  * and never sees the parent's libcurl handles. */
@@ -36,6 +37,9 @@ struct upload_ctx {
 	bool (*claim_final)(void);
 	/* Called before libcurl is first loaded (export_set_send). */
 	void (*before_first_tls)(void);
+	/* The active profile's stacks counted before a JIT renamed their code
+	 * (uploader/jit_splits.h); zero-filled is empty. */
+	struct jit_splits splits;
 };
 
 /* One period: swap, and when the old profile holds samples, name, encode and export it

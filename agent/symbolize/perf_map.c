@@ -60,7 +60,13 @@ struct range {
 struct perf_map {
 	struct range *ranges; /* sorted by start, never overlapping */
 	size_t nranges;
-	struct range *batch; /* lines of this pass, in file order */
+	/* Parts of ranges a later line gave another name: what they were called before
+	 * (perf_map.h: epochs). Sorted by start; they may overlap one another. */
+	struct perf_map_retired *retired;
+	size_t nretired, capretired;
+	uint64_t retired_max_len; /* the longest one: bounds the lookup's scan */
+	uint32_t epoch;		  /* passes that retired something */
+	struct range *batch;	  /* lines of this pass, in file order */
 	size_t nbatch, capbatch;
 	char *names;
 	size_t names_len, names_cap;
@@ -91,6 +97,10 @@ static void forget(struct perf_map *pm)
 	big_free(pm->ranges);
 	big_free(pm->batch);
 	big_free(pm->names);
+	big_free(pm->retired);
+	pm->retired = NULL;
+	pm->nretired = pm->capretired = 0;
+	pm->retired_max_len = 0;
 	pm->ranges = pm->batch = NULL;
 	pm->names = NULL;
 	pm->nranges = pm->nbatch = pm->capbatch = 0;
@@ -320,6 +330,54 @@ static void heap_pop(uint32_t *heap, size_t *n, const struct range *it)
 		heap[k] = last;
 }
 
+/* A line of this pass covers [pos, stop) with name: the parts of kept ranges there
+ * that had another name are retired (*kept: the first kept range ending after pos, the
+ * sweep's cursor over them). Memory failures only lose history (counted as oom). */
+static void retire_covered(struct perf_map *pm, size_t *kept, uint64_t pos, uint64_t stop,
+			   uint32_t name)
+{
+	while (*kept < pm->nranges && pm->ranges[*kept].end <= pos)
+		(*kept)++;
+	for (size_t k = *kept; k < pm->nranges && pm->ranges[k].start < stop; k++) {
+		const struct range *r = &pm->ranges[k];
+		if (strcmp(pm->names + r->name, pm->names + name) == 0)
+			continue; /* the same function written again: nothing changes */
+		if (pm->nretired == pm->capretired) {
+			size_t cap = pm->capretired ? 2 * pm->capretired : 64;
+			if (cap > PERF_MAP_RETIRED_MAX)
+				return;
+			struct perf_map_retired *v = big_realloc(pm->retired, cap * sizeof(*v));
+			if (!v)
+				return;
+			pm->retired = v;
+			pm->capretired = cap;
+		}
+		uint64_t a = r->start > pos ? r->start : pos, b = r->end < stop ? r->end : stop;
+		pm->retired[pm->nretired++] = (struct perf_map_retired){
+		    .start = a, .end = b, .name = r->name, .until = pm->epoch + 1};
+		if (b - a > pm->retired_max_len)
+			pm->retired_max_len = b - a;
+	}
+}
+
+static int retired_cmp(const void *a, const void *b)
+{
+	const struct perf_map_retired *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->until < y->until ? -1 : x->until > y->until;
+}
+
+/* After a merge: a pass that retired something starts a new epoch; the list is sorted
+ * again (the pass's entries came in address order after the older ones). */
+static void finish_retired(struct perf_map *pm, size_t before)
+{
+	if (pm->nretired == before)
+		return;
+	pm->epoch++;
+	sort_inplace(pm->retired, pm->nretired, sizeof(*pm->retired), retired_cmp);
+}
+
 /* The kept ranges and the batch into new kept ranges (the rule at the top). */
 static int merge_batch(struct perf_map *pm)
 {
@@ -339,7 +397,8 @@ static int merge_batch(struct perf_map *pm)
 		memcpy(it, pm->ranges, pm->nranges * sizeof(*it));
 	memcpy(it + pm->nranges, pm->batch, pm->nbatch * sizeof(*it));
 	sort_inplace(it, n, sizeof(*it), range_cmp);
-	size_t next = 0, hn = 0, nout = 0;
+	size_t next = 0, hn = 0, nout = 0, kept = 0;
+	size_t retired_before = pm->nretired;
 	uint64_t pos = 0;
 	while (next < n || hn > 0) {
 		if (hn == 0)
@@ -354,6 +413,8 @@ static int merge_batch(struct perf_map *pm)
 		uint64_t stop = top->end; /* > pos: ended items were popped */
 		if (next < n && it[next].start < stop)
 			stop = it[next].start; /* > pos: starts up to pos were pushed */
+		if (top->prio > 0)
+			retire_covered(pm, &kept, pos, stop, top->name);
 		if (nout > 0 && out[nout - 1].end == pos && out[nout - 1].prio == top->prio &&
 		    out[nout - 1].name == top->name)
 			out[nout - 1].end = stop; /* the same item, split by an older start */
@@ -363,6 +424,7 @@ static int merge_batch(struct perf_map *pm)
 	}
 	for (size_t i = 0; i < nout; i++)
 		out[i].prio = 0; /* kept: older than any later line */
+	finish_retired(pm, retired_before);
 	big_free(it);
 	big_free(heap);
 	big_free(pm->ranges);
@@ -548,6 +610,64 @@ const char *perf_map_find(struct perf_map *pm, uintptr_t addr)
 	return pm->names + pm->ranges[i].name;
 }
 
+/* The retired entry naming addr at epoch: the earliest retirement after it. */
+static const struct perf_map_retired *retired_at(const struct perf_map *pm, uint64_t addr,
+						 uint32_t epoch)
+{
+	if (epoch >= pm->epoch || pm->nretired == 0)
+		return NULL;
+	uint64_t from = addr > pm->retired_max_len ? addr - pm->retired_max_len : 0;
+	size_t lo = 0, hi = pm->nretired;
+	while (lo < hi) { /* the first entry starting at or after from */
+		size_t mid = lo + (hi - lo) / 2;
+		if (pm->retired[mid].start < from)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const struct perf_map_retired *best = NULL;
+	for (size_t i = lo; i < pm->nretired && pm->retired[i].start <= addr; i++) {
+		const struct perf_map_retired *r = &pm->retired[i];
+		if (addr < r->end && r->until > epoch && (!best || r->until < best->until))
+			best = r;
+	}
+	return best;
+}
+
+const char *perf_map_find_at(struct perf_map *pm, uintptr_t addr, uint32_t epoch)
+{
+	const struct perf_map_retired *r = retired_at(pm, addr, epoch);
+	if (!r)
+		return perf_map_find(pm, addr);
+	atomic_fetch_add_explicit(&total_frames, 1, memory_order_relaxed);
+	return pm->names + r->name;
+}
+
+bool perf_map_renamed_since(const struct perf_map *pm, uintptr_t addr, uint32_t epoch)
+{
+	return retired_at(pm, addr, epoch) != NULL;
+}
+
+uint32_t perf_map_epoch(const struct perf_map *pm)
+{
+	return pm->epoch;
+}
+
+void perf_map_prune(struct perf_map *pm, uint32_t epoch)
+{
+	size_t w = 0;
+	uint64_t max_len = 0;
+	for (size_t i = 0; i < pm->nretired; i++) {
+		if (pm->retired[i].until <= epoch)
+			continue; /* no sample of that time is left to name */
+		pm->retired[w++] = pm->retired[i];
+		if (pm->retired[i].end - pm->retired[i].start > max_len)
+			max_len = pm->retired[i].end - pm->retired[i].start;
+	}
+	pm->nretired = w;
+	pm->retired_max_len = max_len;
+}
+
 bool perf_map_overlaps(const struct perf_map *pm, uintptr_t start, uintptr_t end)
 {
 	size_t i = first_ending_after(pm, start);
@@ -563,7 +683,8 @@ void perf_map_get_stats(const struct perf_map *pm, struct perf_map_stats *out)
 size_t perf_map_bytes(const struct perf_map *pm)
 {
 	return sizeof(*pm) + pm->nranges * sizeof(pm->ranges[0]) +
-	       pm->capbatch * sizeof(pm->batch[0]) + pm->names_cap;
+	       pm->capretired * sizeof(pm->retired[0]) + pm->capbatch * sizeof(pm->batch[0]) +
+	       pm->names_cap;
 }
 
 void perf_map_get_totals(struct perf_map_totals *out)

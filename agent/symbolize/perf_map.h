@@ -46,7 +46,25 @@
 /* Ranges kept at most (24 bytes each, 12 MiB; twice that while merging a read). */
 #define PERF_MAP_ENTRIES_MAX ((size_t)1 << 19)
 
+/* Retired entries kept at most (pruned as the profiles that need them are built). */
+#define PERF_MAP_RETIRED_MAX ((size_t)1 << 16)
+
 struct perf_map;
+
+/*
+ * Epochs: a JIT reuses memory for other code and writes a new line for it; what ran
+ * there before the line was read must keep the old name. A pass that gives part of a
+ * range another name keeps that part, with its old name, as retired, and starts a new
+ * epoch (perf_map_epoch: the passes that retired something). A sample taken while the
+ * epoch was e is named, for each pc, by the earliest entry retired after e that covers
+ * it, else by the current ranges (perf_map_find_at). The owner records which epoch its
+ * counts belong to (uploader/jit_splits.h) and prunes what no count needs any more.
+ */
+struct perf_map_retired {
+	uint64_t start, end;
+	uint32_t name;	/* offset in the name arena */
+	uint32_t until; /* the epoch that retired it: it names epochs before */
+};
 
 /* What one perf map saw since it was created. */
 struct perf_map_stats {
@@ -89,6 +107,13 @@ int perf_map_refresh_path(struct perf_map *pm, const char *path);
 const char *perf_map_find(struct perf_map *pm, uintptr_t addr);
 /* True when some range intersects [start, end). */
 bool perf_map_overlaps(const struct perf_map *pm, uintptr_t start, uintptr_t end);
+/* The name of addr at epoch (see Epochs above); perf_map_find at the current epoch. */
+const char *perf_map_find_at(struct perf_map *pm, uintptr_t addr, uint32_t epoch);
+/* Whether addr had another name at epoch than it has now. */
+bool perf_map_renamed_since(const struct perf_map *pm, uintptr_t addr, uint32_t epoch);
+uint32_t perf_map_epoch(const struct perf_map *pm);
+/* Forgets the retired entries that name only epochs before epoch. */
+void perf_map_prune(struct perf_map *pm, uint32_t epoch);
 
 void perf_map_get_stats(const struct perf_map *pm, struct perf_map_stats *out);
 /* Heap bytes held: ranges and names. */

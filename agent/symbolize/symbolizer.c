@@ -524,6 +524,35 @@ static size_t jit_frames(struct symbolizer *s, uintptr_t pc, bool is_return_addr
 	return 1;
 }
 
+uint32_t symbolizer_jit_epoch(const struct symbolizer *s)
+{
+	return s->jit ? perf_map_epoch(s->jit) : 0;
+}
+
+bool symbolizer_jit_renamed(const struct symbolizer *s, uintptr_t pc, bool is_return_address,
+			    uint32_t epoch)
+{
+	return s->jit && perf_map_renamed_since(s->jit, pc - is_return_address, epoch);
+}
+
+size_t symbolizer_jit_frames_at(struct symbolizer *s, uintptr_t pc, bool is_return_address,
+				uint32_t epoch, struct sym_frame *out, size_t max)
+{
+	const char *name =
+	    s->jit && max > 0 ? perf_map_find_at(s->jit, pc - is_return_address, epoch) : NULL;
+	if (!name)
+		return 0;
+	out[0] = (struct sym_frame){name, NULL, 0};
+	s->st.jit_frames++;
+	return 1;
+}
+
+void symbolizer_jit_prune(struct symbolizer *s, uint32_t epoch)
+{
+	if (s->jit)
+		perf_map_prune(s->jit, epoch);
+}
+
 size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
 			 struct sym_frame *out, size_t max)
 {

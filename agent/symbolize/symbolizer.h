@@ -134,6 +134,16 @@ size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_addr
  */
 int symbolizer_warm(struct symbolizer *s, uintptr_t pc);
 
+/* JIT names by epoch (agent/symbolize/perf_map.h, Epochs): the perf map's epoch now
+ * (0 without a map); whether pc was named otherwise at epoch; its frame as named then
+ * (0 or 1 frame); forgetting names only epochs before epoch need. */
+uint32_t symbolizer_jit_epoch(const struct symbolizer *s);
+bool symbolizer_jit_renamed(const struct symbolizer *s, uintptr_t pc, bool is_return_address,
+			    uint32_t epoch);
+size_t symbolizer_jit_frames_at(struct symbolizer *s, uintptr_t pc, bool is_return_address,
+				uint32_t epoch, struct sym_frame *out, size_t max);
+void symbolizer_jit_prune(struct symbolizer *s, uint32_t epoch);
+
 /* Name of the function holding pc (the last of its frames), or NULL. Same lifetime. */
 const char *symbolizer_function(struct symbolizer *s, uintptr_t pc, bool is_return_address);
 

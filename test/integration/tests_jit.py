@@ -162,6 +162,37 @@ def test_jit_map_growth_is_read_between_uploads(ctx):
         len(files), named, late_share, min(late))
 
 
+def test_jit_address_reused_for_other_code_keeps_each_samples_name(ctx):
+    """Half way through a 3 s run, jit_loop writes other code at jit_inner's address and
+    appends a line naming it jit_reused. One profile covers the whole run (4 s period:
+    the perf map is read every 0.4 s): jit_inner keeps the CPU it had before the reuse
+    and jit_reused gets the CPU after, each within what 0.4 s of the loop makes (plus
+    3% of the run), where naming by the map's last state gave jit_reused both halves.
+    go tool pprof reads both names."""
+    period, seconds = 4.0, 3.0
+    rc, stdout, stderr, cpu, files = run_jit(
+        ctx, "reuse", seconds, {"DD_PROFILING_UPLOAD_PERIOD": str(period),
+                                "DD_PROFILING_CPU_HZ": "1000"})
+    run_from = float(re.search(r"run_from ([\d.]+)", stdout).group(1))
+    reuse_at = float(re.search(r"reuse_at ([\d.]+)", stdout).group(1))
+    profs = dump(files)
+    ti = value_index(profs[0], "cpu-time")
+    inner = self_of(profs, ti, ["jit_inner"]) / 1e9
+    reused = self_of(profs, ti, ["jit_reused"]) / 1e9
+    # jit_inner's own loop is 3/4 of each turn of the JIT code (jit_loop.c).
+    want_inner = 0.75 * (reuse_at - run_from)
+    want_reused = 0.75 * (cpu - reuse_at)
+    slack = 0.75 * period / 10 + 0.03 * cpu
+    check(abs(inner - want_inner) <= slack and abs(reused - want_reused) <= slack,
+          "jit_inner %.3f s (want %.3f), jit_reused %.3f s (want %.3f), slack %.3f s; %d "
+          "profiles" % (inner, want_inner, reused, want_reused, slack, len(files)))
+    top = go_pprof_top(files[-1])
+    check("jit_inner" in top and "jit_reused" in top,
+          "go tool pprof does not show both names: %s" % top[:800])
+    return "jit_inner %.2f/%.2f s, jit_reused %.2f/%.2f s (slack %.2f s) in %d profile(s)" % (
+        inner, want_inner, reused, want_reused, slack, len(files))
+
+
 def ignored_map(ctx, mode, why):
     """The map refused or skipped: exactly one warning line, the JIT frames unnamed, the
     profile whole (its CPU, stacks through the JIT code still rooted in run_jit)."""

@@ -233,6 +233,52 @@ START_TEST(later_lines_win_over_overlapping_ones)
 }
 END_TEST
 
+static void assert_name_at(uintptr_t addr, uint32_t epoch, const char *want)
+{
+	const char *got = perf_map_find_at(pm, addr, epoch);
+	ck_assert_msg(got && strcmp(got, want) == 0, "0x%lx at epoch %u: %s, want %s",
+		      (unsigned long)addr, epoch, got ? got : "(none)", want);
+}
+
+/* A pass that gives code another name starts an epoch; each epoch's name stays findable
+ * (the earliest retirement after it), a line naming the same code again starts none,
+ * and pruning forgets what only older epochs need. */
+START_TEST(renamed_code_keeps_its_name_per_epoch)
+{
+	write_file("1000 100 a\n2000 100 untouched\n");
+	ck_assert_int_eq(perf_map_refresh_path(pm, path), 2);
+	ck_assert_uint_eq(perf_map_epoch(pm), 0);
+	append_file("1000 100 a\n"); /* written again, same name: no epoch */
+	ck_assert_int_ge(perf_map_refresh_path(pm, path), 0);
+	ck_assert_uint_eq(perf_map_epoch(pm), 0);
+	append_file("1000 100 b\n"); /* reused */
+	ck_assert_int_ge(perf_map_refresh_path(pm, path), 0);
+	ck_assert_uint_eq(perf_map_epoch(pm), 1);
+	assert_name_at(0x1050, 0, "a");
+	assert_name_at(0x1050, 1, "b");
+	ck_assert(perf_map_renamed_since(pm, 0x1050, 0));
+	ck_assert(!perf_map_renamed_since(pm, 0x1050, 1));
+	ck_assert(!perf_map_renamed_since(pm, 0x2050, 0));
+	assert_name_at(0x2050, 0, "untouched");
+	append_file("1050 10 c\n"); /* part of b's range */
+	ck_assert_int_ge(perf_map_refresh_path(pm, path), 0);
+	ck_assert_uint_eq(perf_map_epoch(pm), 2);
+	assert_name_at(0x1055, 0, "a");
+	assert_name_at(0x1055, 1, "b");
+	assert_name_at(0x1055, 2, "c");
+	assert_name_at(0x1040, 1, "b"); /* b's part that c left */
+	assert_name_at(0x1040, 0, "a");
+	ck_assert(perf_map_renamed_since(pm, 0x1055, 1));
+	ck_assert(!perf_map_renamed_since(pm, 0x1040, 1));
+	perf_map_prune(pm, 1); /* epoch 0 is no longer needed */
+	assert_name_at(0x1055, 1, "b");
+	assert_name_at(0x1040, 1, "b");
+	perf_map_prune(pm, 2);
+	ck_assert(!perf_map_renamed_since(pm, 0x1055, 1));
+	assert_name_at(0x1055, 1, "c"); /* forgotten: named as now */
+}
+END_TEST
+
 #define REF_SPACE 320
 
 /* Random overlapping lines in several appended passes against a reference painted line
@@ -532,6 +578,7 @@ int main(void)
 	tcase_add_test(tc, untrusted_files_are_refused_with_one_warning);
 	tcase_add_test(tc, lines_past_the_entry_cap_are_dropped);
 	tcase_add_test(tc, a_fork_child_does_not_use_its_parents_map);
+	tcase_add_test(tc, renamed_code_keeps_its_name_per_epoch);
 	suite_add_tcase(s, tc);
 	TCase *ts = tcase_create("symbolizer");
 	tcase_add_checked_fixture(ts, setup, teardown);

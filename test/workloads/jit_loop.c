@@ -16,6 +16,11 @@
  *            jit_inner that jit_outer calls from then on) appended to the map: the
  *            profiler must read the map's growth (a thread is created and joined at the
  *            start, so that the profiler's thread starts then and uploads each period)
+ *   reuse    after half the time, the code at jit_inner's address is written again and
+ *            named jit_reused in a line appended to the map (a JIT that frees a
+ *            function and puts another at its address): samples before are jit_inner's,
+ *            after jit_reused's. Prints "reuse_at X" and "run_from Y" (CPU seconds).
+ *            A thread is created and joined at the start (the profiler's thread runs).
  *   unlink   the map with both names, removed once the loop is done, before the exit
  *            (a JIT that cleans up after itself; the exit's profile is the only one:
  *            a thread is created and joined at the start, so that the profiler's
@@ -152,13 +157,28 @@ static void write_names(const char *mode)
 }
 
 /* The C caller of the JIT code. */
-__attribute__((noinline)) static void run_jit(double seconds, int late)
+static double run_from, reuse_at;
+
+__attribute__((noinline)) static void run_jit(double seconds, int late, int reuse)
 {
 	outer_fn outer = (outer_fn)(void *)(code + OUTER_AT);
 	double t0 = cpu_seconds(), half = t0 + seconds / 2;
+	run_from = t0;
 	while (cpu_seconds() - t0 < seconds) {
 		for (int i = 0; i < 16; i++)
 			outer(OUTER_TURNS, INNER_TURNS);
+		if (reuse && cpu_seconds() >= half) {
+			reuse = 0;
+			protect(PROT_READ | PROT_WRITE);
+			memset(code + INNER_AT, 0xcc, sizeof(inner_code));
+			memcpy(code + INNER_AT, inner_code, sizeof(inner_code));
+			protect(PROT_READ | PROT_EXEC);
+			char text[64];
+			snprintf(text, sizeof(text), "%lx %zx jit_reused\n",
+				 (unsigned long)(code + INNER_AT), sizeof(inner_code));
+			write_map(text, O_APPEND);
+			reuse_at = cpu_seconds();
+		}
 		if (late && cpu_seconds() >= half) {
 			late = 0;
 			protect(PROT_READ | PROT_WRITE);
@@ -195,13 +215,16 @@ int main(int argc, char **argv)
 	set_callee(INNER_AT);
 	protect(PROT_READ | PROT_EXEC);
 	write_names(mode);
-	bool own_thread = strcmp(mode, "late") == 0 || strcmp(mode, "unlink") == 0;
+	bool own_thread =
+	    strcmp(mode, "late") == 0 || strcmp(mode, "unlink") == 0 || strcmp(mode, "reuse") == 0;
 	if (own_thread) { /* the profiler's thread starts at a pthread_create */
 		pthread_t t;
 		if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
 			return 1;
 	}
-	run_jit(seconds, strcmp(mode, "late") == 0);
+	run_jit(seconds, strcmp(mode, "late") == 0, strcmp(mode, "reuse") == 0);
+	if (reuse_at > 0)
+		printf("run_from %.3f\nreuse_at %.3f\n", run_from, reuse_at);
 	if (strcmp(mode, "unlink") == 0 && unlink(map_path) != 0) {
 		perror(map_path);
 		return 1;
