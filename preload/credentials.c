@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
-#include "uploader/file_spool.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -64,11 +63,8 @@ static void before_euid(uid_t euid)
 {
 	if (euid == (uid_t)-1 || !agent_running() || !agent_may_work_here())
 		return;
-	const char *dir = uploader_output_dir();
-	if (!dir[0])
-		return;
 	int saved = errno;
-	file_spool_before_drop(dir, euid);
+	uploader_before_euid_change(euid);
 	errno = saved;
 }
 
@@ -122,10 +118,8 @@ DDPROF_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
 DDPROF_EXPORT int chroot(const char *path)
 {
 	if (agent_running() && agent_may_work_here()) {
-		const char *dir = uploader_output_dir();
 		int saved = errno;
-		if (dir[0])
-			file_spool_before_chroot(dir);
+		uploader_before_chroot();
 		errno = saved;
 	}
 	chroot_fn f = (chroot_fn)next((void **)&next_chroot, "chroot");

@@ -38,6 +38,7 @@
 #include "common/raw_syscall.h"
 #include "uploader/export_datadog.h"
 #include "uploader/export_set.h"
+#include "uploader/file_spool.h"
 #include "uploader/http_send.h"
 #include "uploader/host_agent.h"
 #include "uploader/upload_cycle.h"
@@ -734,9 +735,16 @@ bool uploader_thread_started(void)
 	return atomic_load_explicit(&thread_spawned, memory_order_relaxed);
 }
 
-const char *uploader_output_dir(void)
+void uploader_before_euid_change(uid_t euid)
 {
-	return up_cfg ? up_cfg->output_dir : "";
+	if (up_cfg && up_cfg->output_dir[0])
+		file_spool_before_drop(up_cfg->output_dir, euid);
+}
+
+void uploader_before_chroot(void)
+{
+	if (up_cfg && up_cfg->output_dir[0])
+		file_spool_before_chroot(up_cfg->output_dir);
 }
 
 void uploader_atfork_prepare(void)

@@ -22,6 +22,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "agent/store/profiles.h"
@@ -98,9 +99,12 @@ void uploader_get_stats(struct uploader_stats *out);
 bool uploader_signal_lost(void);
 /* Whether this process's uploader thread was started. Any thread. */
 bool uploader_thread_started(void);
-/* The file exporter's directory ("" when there is none or before uploader_start): the
- * configuration's, which never changes after start. Any thread. */
-const char *uploader_output_dir(void);
+/* In the application's own set*id or chroot call, before it changes anything: the
+ * output directory kept open, and before the effective user goes from root to euid a
+ * spool for euid in it (uploader/file_spool.h). Nothing without an output directory.
+ * Normal context, any application thread. */
+void uploader_before_euid_change(uid_t euid);
+void uploader_before_chroot(void);
 
 void uploader_atfork_prepare(void);
 void uploader_atfork_parent(void);

@@ -574,7 +574,8 @@ static int walk_locked(struct got_patch_entry *table, size_t n, void *const *res
 		dl_iterate_phdr(resolve_cb, &r);
 	}
 	for (size_t i = 0; i < n; i++) {
-		/* Set once, before any slot points at the hook (got_write_slots stores with release). */
+		/* Set once, before any slot points at the hook (got_write_slots stores with
+		 * release). */
 		if (fresh[i])
 			*table[i].original = cand[i];
 		if (!*table[i].original)

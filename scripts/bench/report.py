@@ -97,6 +97,11 @@ def main():
     ser = os.path.join(res, "serialize.txt")
     if os.path.exists(ser):
         parts.append(serialize_section(ser))
+    # The fidelity table (scripts/bench/fidelity.py writes the whole section).
+    fid = os.path.join(res, "fidelity.md")
+    if os.path.exists(fid):
+        with open(fid) as f:
+            parts.append(f.read())
     # Paired comparisons made by hand (two builds side by side), kept across runs.
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
     if os.path.exists(notes):

@@ -18,6 +18,7 @@
 
 #include "agent/symbolize/dw_api.h"
 #include "agent/symbolize/sym_dwarf.h"
+#include "common/asan.h"
 #include "test/unit/check_run.h"
 
 #define BIG (DW_MEMORY_MAP_MIN + 100)
@@ -193,6 +194,11 @@ START_TEST(test_libdw_reading_compressed_dwarf_leaves_the_threshold)
 			_exit(9);
 		if (rc)
 			_exit((int)(uintptr_t)rc);
+		/* Under AddressSanitizer malloc is ASan's (no threshold), and the suite links
+		 * libelf itself (left alone as the application's): the slots are all there
+		 * is to check. */
+		if (DDPROF_ASAN)
+			_exit(0);
 		struct dw_memory_stats s;
 		dw_memory_get_stats(&s);
 		if (s.blocks_mapped == 0 || s.peak_bytes < (130u << 10))

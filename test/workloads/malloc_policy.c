@@ -98,7 +98,6 @@ int main(int argc, char **argv)
 	/* Which sizes and from when: a raised threshold serves every block up to the size
 	 * freed from then on; a free chunk left in the heap serves one block once. */
 	printf("blocks %u heap_served %u (256K %u, 1M %u, 4M %u; first at %.2f s)\n", blocks,
-	       heap_served, served_by_size[0], served_by_size[1], served_by_size[2],
-	       first_served);
+	       heap_served, served_by_size[0], served_by_size[1], served_by_size[2], first_served);
 	return 0;
 }
