@@ -255,7 +255,7 @@ void agent_start(void)
 	struct timespec pre;
 	if (is_main && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pre) == 0) {
 		uint64_t ns = timespec_ns(&pre);
-		if (ns <= SAMPLER_PRESTART_CREDIT_MAX_NS)
+		if (ns <= SAMPLER_STARTUP_CREDIT_MAX_NS)
 			profiles_note_startup(profiles, sampler_gettid(), ns);
 	}
 	threads_start_self(is_main, 0);

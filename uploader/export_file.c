@@ -1,7 +1,8 @@
 /*
  * export_file.c - the file exporter: one gzip pprof per upload per process.
  *
- * Files are named libddprof_<pid>_<seq>.pprof, created 0600 with O_EXCL|O_NOFOLLOW
+ * Files are named libddprof_<pid>_<seq>.pprof (libddprof_<pid>_<seq>_<k>.pprof when that
+ * exists: an exec'd program's, a reused pid's), created 0600 with O_EXCL|O_NOFOLLOW
  * under a temporary name and renamed into place, so a reader never sees half a
  * profile and a planted symlink is never followed. A process that changes its root or
  * gives up root after start goes on writing there through file_spool.h.
@@ -24,6 +25,8 @@
 
 #define PROFILE_FILE_MODE 0600
 #define PROFILE_DIR_MODE 0700
+/* Names tried past an existing libddprof_<pid>_<seq>.pprof: _1, _2... */
+#define PROFILE_NAME_TRIES 100
 
 struct file_exporter {
 	struct exporter base;
@@ -53,8 +56,25 @@ static int write_profile(int at, const char *prefix, const struct export_item *i
 	int rc = fs_write_all(fd, item->pprof_gz, item->len);
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && renameat(at, tmp, at, final) != 0)
-		rc = -errno;
+	/* Never over an existing profile: the program this process execs has the same pid
+	 * and numbers its profiles from 0 again (as does a later process given the pid). */
+	for (unsigned k = 1; rc == 0; k++) {
+		if (renameat2(at, tmp, at, final, RENAME_NOREPLACE) == 0)
+			break;
+		if (errno == EINVAL || errno == ENOSYS) { /* a file system without it */
+			if (renameat(at, tmp, at, final) != 0)
+				rc = -errno;
+			break;
+		}
+		if (errno != EEXIST || k > PROFILE_NAME_TRIES) {
+			rc = -errno;
+			break;
+		}
+		n1 = snprintf(final, sizeof(final), "%slibddprof_%d_%06llu_%u.pprof", prefix,
+			      item->pid, (unsigned long long)item->seq, k);
+		if (n1 < 0 || n1 >= (int)sizeof(final))
+			rc = -ENAMETOOLONG;
+	}
 	if (rc != 0)
 		unlinkat(at, tmp, 0);
 	else

@@ -741,6 +741,17 @@ void uploader_before_euid_change(uid_t euid)
 		file_spool_before_drop(up_cfg->output_dir, euid);
 }
 
+void uploader_before_exec(void)
+{
+	/* A vfork child runs on its parent's memory: getpid() is not the owner's. */
+	if (!up_profiles || profiles_empty(up_profiles) || sandbox_thread_active() ||
+	    getpid() != owner_pid)
+		return;
+	int saved_errno = errno;
+	uploader_flush(exit_flush_timeout_ns);
+	errno = saved_errno;
+}
+
 void uploader_before_chroot(void)
 {
 	if (up_cfg && up_cfg->output_dir[0])

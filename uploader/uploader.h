@@ -105,6 +105,10 @@ bool uploader_thread_started(void);
  * Normal context, any application thread. */
 void uploader_before_euid_change(uid_t euid);
 void uploader_before_chroot(void);
+/* In the application's exec call, before it runs (preload/exec.c): uploads what was
+ * sampled and waits for it, at most the exit flush timeout; at once when nothing was;
+ * nothing in a vfork child or a child made without our fork handlers. Keeps errno. */
+void uploader_before_exec(void);
 
 void uploader_atfork_prepare(void);
 void uploader_atfork_parent(void);

@@ -32,6 +32,13 @@
  * this: more means the library came late into a running process (dlopen), and that
  * CPU predates the first profile. */
 #define SAMPLER_PRESTART_CREDIT_MAX_NS 1000000000ULL
+/* The main thread's CPU before the profiler started (the loader, libc's start, earlier
+ * preloads and constructors: a few ms, tens for the largest relocations) is credited to the first
+ * profile only up to this. More is the CPU of the program this process ran before an
+ * exec, which exec keeps counting on the thread: that program's own profile holds it
+ * when it was profiled (preload/exec.c uploads it in the exec call), and it is not
+ * this program's work either way. */
+#define SAMPLER_STARTUP_CREDIT_MAX_NS 250000000ULL
 #define SAMPLER_COOKIE_CREDIT 0x0dd9f1fU
 static inline void *sampler_timer_value(uint64_t ns, uint32_t cookie)
 {

@@ -380,3 +380,65 @@ def test_children_killed_by_sigterm_die_of_it_and_are_profiled(ctx):
         cpus.append(cpu)
     return "statuses %s; caught %s; the killed children's profiles %.3f s, %.3f s" % (
         statuses["flush"], caught, cpus[0], cpus[1])
+
+
+# Computes 0.4 s, tries to exec a program that does not exist (the process goes on),
+# computes 0.2 s more, then execs itself, which computes 0.3 s and exits; each step
+# prints the process's CPU so far (it carries across exec).
+PY_EXEC = """
+import os, sys, time
+def burn(s):
+    end = time.process_time() + s
+    while time.process_time() < end:
+        sum(i * i for i in range(1000))
+if sys.argv[1:] == ["after"]:
+    burn(0.3)
+    print("after %d %.3f" % (os.getpid(), time.process_time()))
+    sys.exit(0)
+burn(0.4)
+try:
+    os.execv("/nonexistent/program", ["x"])
+except OSError:
+    pass
+burn(0.2)
+print("before %d %.3f" % (os.getpid(), time.process_time()), flush=True)
+os.execv(sys.executable, [sys.executable, sys.argv[0], "after"])
+"""
+
+
+def test_the_part_before_exec_is_profiled(ctx):
+    """A Python process computes, fails an exec (it goes on, profiled), computes, then
+    execs itself, which computes and exits: the program before the exec has its profile
+    (uploaded in the exec call), the one after its own, under the same pid and a name
+    that does not replace the first; together they hold the process's CPU as the kernel
+    counted it, within 10%, and the part before within 10% of its own count. Lost before
+    the exec was interposed: everything before it (60 s periods)."""
+    from itest import PYTHON
+    script = os.path.join(ctx.dir, "exec.py")
+    with open(script, "w") as f:
+        f.write(PY_EXEC)
+    out = os.path.join(ctx.dir, "out")
+    rc, stdout, stderr, _cpu, _wall = run_profiled(
+        [PYTHON, script], {"DD_PROFILING_OUTPUT_DIR": out, "DD_PROFILING_CPU_HZ": "1000"})
+    m1 = re.search(r"before (\d+) ([\d.]+)", stdout)
+    m2 = re.search(r"after (\d+) ([\d.]+)", stdout)
+    check(rc == 0 and m1 and m2, "exit %d: %r %r" % (rc, stdout, stderr[-500:]))
+    pid, before, total = int(m1.group(1)), float(m1.group(2)), float(m2.group(2))
+    files = profile_files(out, pid)
+    names = [os.path.basename(f) for f in files]
+    # Before: libddprof_<pid>_<seq>.pprof, two (the failed exec uploaded too); after:
+    # the exec'd program's, numbered from 0 again, hence libddprof_<pid>_000000_1.pprof.
+    pre = [f for f in files if re.search(r"_\d+_\d{6}\.pprof$", f)]
+    post = [f for f in files if f not in pre]
+    check(len(pre) == 2 and len(post) == 1,
+          "profiles of %d: %s (expected two before the exec, one after)" % (pid, names))
+
+    def cpu_of(fs):
+        return sum(p["totals"][value_index(p, "cpu-time")] for p in dump(fs)) / 1e9
+    first, all_ = cpu_of(pre), cpu_of(files)
+    check(abs(first / before - 1) <= 0.1,
+          "the profiles before the exec hold %.3f s, the kernel counted %.3f s" % (first, before))
+    check(abs(all_ / total - 1) <= 0.1,
+          "the profiles hold %.3f s, the kernel counted %.3f s" % (all_, total))
+    return "before the exec %.3f/%.3f s, in all %.3f/%.3f s (%s)" % (
+        first, before, all_, total, ", ".join(names))
