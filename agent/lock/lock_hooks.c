@@ -121,6 +121,37 @@ static __attribute__((noinline)) void sampled(const struct lock_sample_weights *
 		return rc_;                                                                        \
 	} while (0)
 
+/*
+ * Mutexes whose try is not a pure test go straight to libc, unprofiled: robust ones
+ * (glibc 2.36's trylock of a robust mutex that is no longer recoverable leaves the lock
+ * word holding the caller's id, so a blocking call after it would wait on itself where
+ * alone the program gets ENOTRECOVERABLE), priority-inheritance and priority-protect
+ * ones (their try is a system call, and the kernel arbitrates). glibc's kind bits
+ * (nptl: PTHREAD_MUTEX_ROBUST_NORMAL_NP 16, PTHREAD_MUTEX_PRIO_INHERIT_NP 32,
+ * PTHREAD_MUTEX_PRIO_PROTECT_NP 64) in the public structure's __kind, which glibc too
+ * reads with a relaxed load.
+ */
+#define MUTEX_KINDS_PASSED (16 | 32 | 64)
+
+/* async-signal-safe */
+static inline bool mutex_passed(const pthread_mutex_t *m)
+{
+	return (__atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) & MUTEX_KINDS_PASSED) != 0;
+}
+
+/* async-signal-safe. The arguments glibc refuses before it looks at the lock (EINVAL,
+ * the lock left as it is): a clock other than CLOCK_REALTIME and CLOCK_MONOTONIC (the
+ * clock variants), and for rwlocks a deadline whose nanoseconds are out of range. */
+static inline bool clock_refused(clockid_t clk)
+{
+	return clk != CLOCK_REALTIME && clk != CLOCK_MONOTONIC;
+}
+
+static inline bool deadline_refused(const struct timespec *t)
+{
+	return t && (t->tv_nsec < 0 || t->tv_nsec >= 1000000000L);
+}
+
 /* async-signal-safe */
 static __attribute__((noinline)) int slow_mutex_lock(pthread_mutex_t *m, int rc,
 						     const struct unwind_regs *caller)
@@ -131,6 +162,8 @@ static __attribute__((noinline)) int slow_mutex_lock(pthread_mutex_t *m, int rc,
 /* async-signal-safe */
 static __attribute__((noinline)) int hook_mutex_lock(pthread_mutex_t *m)
 {
+	if (__builtin_expect(mutex_passed(m), 0))
+		return orig.mutex_lock(m);
 	LOCK_HOOK(pthread_mutex_trylock(m), slow_mutex_lock(m, rc_, &caller_));
 }
 
@@ -146,6 +179,8 @@ static __attribute__((noinline)) int slow_mutex_timedlock(pthread_mutex_t *m,
 static __attribute__((noinline)) int hook_mutex_timedlock(pthread_mutex_t *m,
 							  const struct timespec *t)
 {
+	if (__builtin_expect(mutex_passed(m), 0))
+		return orig.mutex_timedlock(m, t);
 	LOCK_HOOK(pthread_mutex_trylock(m), slow_mutex_timedlock(m, t, rc_, &caller_));
 }
 
@@ -161,6 +196,10 @@ static __attribute__((noinline)) int slow_mutex_clocklock(pthread_mutex_t *m, cl
 static __attribute__((noinline)) int hook_mutex_clocklock(pthread_mutex_t *m, clockid_t clk,
 							  const struct timespec *t)
 {
+	if (clock_refused(clk))
+		return EINVAL;
+	if (__builtin_expect(mutex_passed(m), 0))
+		return orig.mutex_clocklock(m, clk, t);
 	LOCK_HOOK(pthread_mutex_trylock(m), slow_mutex_clocklock(m, clk, t, rc_, &caller_));
 }
 
@@ -202,6 +241,8 @@ static __attribute__((noinline)) int slow_rwlock_timedrdlock(pthread_rwlock_t *l
 static __attribute__((noinline)) int hook_rwlock_timedrdlock(pthread_rwlock_t *l,
 							     const struct timespec *t)
 {
+	if (deadline_refused(t))
+		return EINVAL;
 	LOCK_HOOK(pthread_rwlock_tryrdlock(l), slow_rwlock_timedrdlock(l, t, rc_, &caller_));
 }
 
@@ -217,6 +258,8 @@ static __attribute__((noinline)) int slow_rwlock_timedwrlock(pthread_rwlock_t *l
 static __attribute__((noinline)) int hook_rwlock_timedwrlock(pthread_rwlock_t *l,
 							     const struct timespec *t)
 {
+	if (deadline_refused(t))
+		return EINVAL;
 	LOCK_HOOK(pthread_rwlock_trywrlock(l), slow_rwlock_timedwrlock(l, t, rc_, &caller_));
 }
 
@@ -232,6 +275,8 @@ static __attribute__((noinline)) int slow_rwlock_clockrdlock(pthread_rwlock_t *l
 static __attribute__((noinline)) int hook_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t clk,
 							     const struct timespec *t)
 {
+	if (clock_refused(clk) || deadline_refused(t))
+		return EINVAL;
 	LOCK_HOOK(pthread_rwlock_tryrdlock(l), slow_rwlock_clockrdlock(l, clk, t, rc_, &caller_));
 }
 
@@ -247,6 +292,8 @@ static __attribute__((noinline)) int slow_rwlock_clockwrlock(pthread_rwlock_t *l
 static __attribute__((noinline)) int hook_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t clk,
 							     const struct timespec *t)
 {
+	if (clock_refused(clk) || deadline_refused(t))
+		return EINVAL;
 	LOCK_HOOK(pthread_rwlock_trywrlock(l), slow_rwlock_clockwrlock(l, clk, t, rc_, &caller_));
 }
 

@@ -298,3 +298,41 @@ def test_symbolizing_with_libdw_leaves_pythons_malloc_thresholds_as_they_were(ct
     check(len(profile_files(out)) >= 3, "expected a profile a second")
     return "%d large blocks, %d from the heap; libdw's %d blocks mapped apart (%d KiB at once)" % (
         blocks, served, mapped, peak_kib)
+
+
+LOCK_EDGES = os.path.join(WORKLOADS, "lock_edges")
+# Every profile type alone, then all together.
+PROFILE_TYPE_ENVS = [
+    ("cpu", {}),
+    ("allocation", {"DD_PROFILING_ALLOCATION_ENABLED": "true"}),
+    ("heap", {"DD_PROFILING_HEAP_ENABLED": "true"}),
+    ("wall", {"DD_PROFILING_WALL_ENABLED": "true"}),
+    ("lock", {"DD_PROFILING_LOCK_ENABLED": "true"}),
+    ("all", {"DD_PROFILING_ALLOCATION_ENABLED": "true", "DD_PROFILING_HEAP_ENABLED": "true",
+             "DD_PROFILING_WALL_ENABLED": "true", "DD_PROFILING_LOCK_ENABLED": "true"}),
+]
+
+
+def test_lock_calls_answer_as_without_the_agent(ctx):
+    """Robust mutexes through every state (EOWNERDEAD, made consistent, ENOTRECOVERABLE for
+    lock, timedlock, clocklock and trylock; process-shared across a fork whose child dies
+    holding it), priority-inheritance and priority-protect mutexes, and every lock entry
+    point with arguments libc refuses (an unsupported clock, nanoseconds out of range) on
+    free and held locks: the same results, line for line, as the program alone, with
+    each profile type alone and all together, within 30 s (a robust mutex that is not
+    recoverable hung the lock and wall hooks forever; the invalid calls took the lock)."""
+    rc, alone, err, _, _ = run_profiled([LOCK_EDGES], {}, timeout=30, preload=False)
+    check(rc == 0 and alone.endswith("done\n"), "alone: exit %d: %r %r" % (rc, alone, err))
+    results = []
+    for name, env in PROFILE_TYPE_ENVS:
+        try:
+            rc, out, err, _, _ = run_profiled([LOCK_EDGES], env, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("%s: lock_edges hung (alone it ends in under 3 s)" % name)
+        diff = [(a, b) for a, b in zip(alone.splitlines(), out.splitlines()) if a != b]
+        check(rc == 0 and out == alone,
+              "%s: exit %d; differs from alone: %s%s" % (
+                  name, rc, diff[:4], "" if diff else " (length %d vs %d)" % (
+                      len(out), len(alone))))
+        results.append(name)
+    return "%d calls, identical with %s" % (len(alone.splitlines()) - 1, ", ".join(results))
