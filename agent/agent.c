@@ -243,6 +243,12 @@ static void start_wall(void)
 	hooked_kinds |= PROFILE_KIND_BIT(PROFILE_WALL);
 }
 
+/* async-signal-safe */
+int agent_sampling_signal(void)
+{
+	return agent_running() ? sampler_signal() : 0;
+}
+
 void agent_start(void)
 {
 	/* Release pairs with the wrapper's acquire. New threads register themselves from

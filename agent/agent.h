@@ -82,6 +82,9 @@ static inline bool agent_running(void)
 	return atomic_load_explicit(&agent_running_flag, memory_order_acquire);
 }
 
+/* async-signal-safe. The sampling signal while the agent runs, else 0. */
+int agent_sampling_signal(void);
+
 /* ---------------------------------------------------------------- threads */
 
 /* Normal context, in pthread_create before the real one: the record a new thread reads

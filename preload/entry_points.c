@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "preload/signal_wait.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -90,6 +91,23 @@ static void *next_fn(const char *name, void **slot)
 		return f args;                                                                     \
 	}
 
+/* As ENTRY, for a wait given a temporary signal mask, its last parameter m
+ * (preload/signal_wait.h: the sampling signal kept blocked where the thread blocks it). */
+#define ENTRY_MASKED(ret, name, err, params, args)                                                 \
+	static ret(*next_##name) params;                                                           \
+	DDPROF_EXPORT ret name params                                                              \
+	{                                                                                          \
+		entry_hook();                                                                      \
+		ret(*f) params = (ret(*) params)next_fn(#name, (void **)&next_##name);             \
+		if (!f) {                                                                          \
+			errno = ENOSYS;                                                            \
+			return err;                                                                \
+		}                                                                                  \
+		sigset_t copy_;                                                                    \
+		m = signal_wait_keep_blocked(m, &copy_);                                           \
+		return f args;                                                                     \
+	}
+
 /* clang-format off */
 ENTRY(ssize_t, read, -1, (int fd, void *buf, size_t n), (fd, buf, n))
 ENTRY(ssize_t, write, -1, (int fd, const void *buf, size_t n), (fd, buf, n))
@@ -112,15 +130,15 @@ ENTRY(int, accept4, -1, (int fd, __SOCKADDR_ARG a, socklen_t *alen, int flags),
       (fd, a, alen, flags))
 ENTRY(int, connect, -1, (int fd, __CONST_SOCKADDR_ARG a, socklen_t alen), (fd, a, alen))
 ENTRY(int, poll, -1, (struct pollfd *fds, nfds_t n, int timeout), (fds, n, timeout))
-ENTRY(int, ppoll, -1, (struct pollfd *fds, nfds_t n, const struct timespec *t,
+ENTRY_MASKED(int, ppoll, -1, (struct pollfd *fds, nfds_t n, const struct timespec *t,
       const sigset_t *m), (fds, n, t, m))
 ENTRY(int, select, -1, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t),
       (n, r, w, e, t))
-ENTRY(int, pselect, -1, (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+ENTRY_MASKED(int, pselect, -1, (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
       const sigset_t *m), (n, r, w, e, t, m))
 ENTRY(int, epoll_wait, -1, (int fd, struct epoll_event *ev, int n, int timeout),
       (fd, ev, n, timeout))
-ENTRY(int, epoll_pwait, -1, (int fd, struct epoll_event *ev, int n, int timeout,
+ENTRY_MASKED(int, epoll_pwait, -1, (int fd, struct epoll_event *ev, int n, int timeout,
       const sigset_t *m), (fd, ev, n, timeout, m))
 ENTRY(int, nanosleep, -1, (const struct timespec *req, struct timespec *rem), (req, rem))
 ENTRY(int, clock_nanosleep, ENOSYS, (clockid_t c, int flags, const struct timespec *req,

@@ -336,3 +336,28 @@ def test_lock_calls_answer_as_without_the_agent(ctx):
                       len(out), len(alone))))
         results.append(name)
     return "%d calls, identical with %s" % (len(alone.splitlines()) - 1, ", ".join(results))
+
+
+SIGBLOCK = os.path.join(WORKLOADS, "sigblock_threads")
+
+
+def test_threads_that_block_every_signal_never_see_the_sampling_signal(ctx):
+    """Threads that block every signal and burn CPU (their timers queue the sampling
+    signal to them) ask sigpending, sigtimedwait and a signalfd on full sets, and one
+    waits in sigsuspend for a SIGUSR1; main waits with sigwaitinfo and sigwait on full
+    sets for SIGALRM and SIGUSR2: every answer as alone (compared line for line, in any
+    order of the threads), with each profile type and all together. Before: the
+    sampling signal was pending, taken by sigtimedwait, and ended sigsuspend before the
+    SIGUSR1."""
+    rc, alone, err, _, _ = run_profiled([SIGBLOCK, "0.6"], {}, timeout=30, preload=False)
+    check(rc == 0 and "main: sigwait" in alone, "alone: exit %d: %r %r" % (rc, alone, err))
+    want = sorted(alone.splitlines())
+    names = []
+    for name, env in PROFILE_TYPE_ENVS:
+        env = dict(env, DD_PROFILING_OUTPUT_DIR=os.path.join(ctx.dir, "out-" + name))
+        rc, out, err, _, _ = run_profiled([SIGBLOCK, "0.6"], env, timeout=30)
+        got = sorted(out.splitlines())
+        check(rc == 0 and got == want, "%s: exit %d; lines differ from alone: %s" % (
+            name, rc, sorted(set(got) ^ set(want))))
+        names.append(name)
+    return "%d answers as alone with %s" % (len(want), ", ".join(names))
