@@ -21,12 +21,12 @@
  * Context: application threads, normal context or their signal handlers (then only the
  * next definition runs).
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "preload/next_def.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -36,26 +36,20 @@ typedef int (*setreuid_fn)(uid_t, uid_t);
 typedef int (*setresuid_fn)(uid_t, uid_t, uid_t);
 typedef int (*chroot_fn)(const char *);
 
-/* The next definitions (another interposer's, or libc's), resolved by the constructor
- * below, so that a call from a signal handler does not run dlsym; a call made before it
- * (another library's constructor) resolves its function then. */
+/* The next definitions (preload/next_def.h). */
 static setuid_fn next_setuid, next_seteuid;
 static setreuid_fn next_setreuid;
 static setresuid_fn next_setresuid;
 static chroot_fn next_chroot;
 
-/* Release: pairs with next's acquire. */
+/* The slots, resolved as the library loads (preload/next_def.h). */
 __attribute__((constructor)) static void credentials_resolve(void)
 {
-	int saved = errno;
-	__atomic_store_n(&next_setuid, (setuid_fn)dlsym(RTLD_NEXT, "setuid"), __ATOMIC_RELEASE);
-	__atomic_store_n(&next_seteuid, (setuid_fn)dlsym(RTLD_NEXT, "seteuid"), __ATOMIC_RELEASE);
-	__atomic_store_n(&next_setreuid, (setreuid_fn)dlsym(RTLD_NEXT, "setreuid"),
-			 __ATOMIC_RELEASE);
-	__atomic_store_n(&next_setresuid, (setresuid_fn)dlsym(RTLD_NEXT, "setresuid"),
-			 __ATOMIC_RELEASE);
-	__atomic_store_n(&next_chroot, (chroot_fn)dlsym(RTLD_NEXT, "chroot"), __ATOMIC_RELEASE);
-	errno = saved;
+	next_def((void **)&next_setuid, "setuid");
+	next_def((void **)&next_seteuid, "seteuid");
+	next_def((void **)&next_setreuid, "setreuid");
+	next_def((void **)&next_setresuid, "setresuid");
+	next_def((void **)&next_chroot, "chroot");
 }
 
 /* Before the effective user becomes euid ((uid_t)-1: unchanged). */
@@ -68,19 +62,6 @@ static void before_euid(uid_t euid)
 	errno = saved;
 }
 
-static void *next(void **slot, const char *name)
-{
-	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	if (!f) {
-		int saved = errno;
-		f = dlsym(RTLD_NEXT, name);
-		errno = saved;
-		/* Release pairs with the acquire above: every thread resolves the same. */
-		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
-	}
-	return f;
-}
-
 static int missing(void)
 {
 	errno = ENOSYS;
@@ -90,28 +71,28 @@ static int missing(void)
 DDPROF_EXPORT int setuid(uid_t uid)
 {
 	before_euid(uid);
-	setuid_fn f = (setuid_fn)next((void **)&next_setuid, "setuid");
+	setuid_fn f = (setuid_fn)next_def((void **)&next_setuid, "setuid");
 	return f ? f(uid) : missing();
 }
 
 DDPROF_EXPORT int seteuid(uid_t euid)
 {
 	before_euid(euid);
-	setuid_fn f = (setuid_fn)next((void **)&next_seteuid, "seteuid");
+	setuid_fn f = (setuid_fn)next_def((void **)&next_seteuid, "seteuid");
 	return f ? f(euid) : missing();
 }
 
 DDPROF_EXPORT int setreuid(uid_t ruid, uid_t euid)
 {
 	before_euid(euid);
-	setreuid_fn f = (setreuid_fn)next((void **)&next_setreuid, "setreuid");
+	setreuid_fn f = (setreuid_fn)next_def((void **)&next_setreuid, "setreuid");
 	return f ? f(ruid, euid) : missing();
 }
 
 DDPROF_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
 {
 	before_euid(euid);
-	setresuid_fn f = (setresuid_fn)next((void **)&next_setresuid, "setresuid");
+	setresuid_fn f = (setresuid_fn)next_def((void **)&next_setresuid, "setresuid");
 	return f ? f(ruid, euid, suid) : missing();
 }
 
@@ -122,6 +103,6 @@ DDPROF_EXPORT int chroot(const char *path)
 		uploader_before_chroot();
 		errno = saved;
 	}
-	chroot_fn f = (chroot_fn)next((void **)&next_chroot, "chroot");
+	chroot_fn f = (chroot_fn)next_def((void **)&next_chroot, "chroot");
 	return f ? f(path) : missing();
 }

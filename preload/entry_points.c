@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "preload/next_def.h"
 #include "preload/signal_wait.h"
 #include "uploader/uploader.h"
 
@@ -57,25 +58,6 @@ static inline void entry_hook(void)
 		entry_slow();
 }
 
-/* The next definition of name: another interposer's, or libc's. The constructor below
- * resolves every slot, so dlsym runs here only for a call made before it (another
- * library's constructor, which runs before ours): normal context, unless a handler
- * installed by such a constructor calls in that window. Then dlsym runs in a handler:
- * glibc's takes the loader's recursive lock and allocates nothing when the symbol is
- * found, as libc's always is. The alternative, calling libc's aliases or raw system
- * calls in that window, would skip an interposer loaded after us (a proxy's connect, a
- * sandbox's read), which changes what the application does; we keep the lookup. */
-static void *next_fn(const char *name, void **slot)
-{
-	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	if (!f) {
-		f = dlsym(RTLD_NEXT, name);
-		/* Release pairs with the acquire above: every thread resolves the same. */
-		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
-	}
-	return f;
-}
-
 /* One wrapper: ret name(params), forwarding args; err is returned (errno ENOSYS) if the
  * next definition cannot be found. */
 #define ENTRY(ret, name, err, params, args)                                                        \
@@ -83,7 +65,7 @@ static void *next_fn(const char *name, void **slot)
 	DDPROF_EXPORT ret name params                                                              \
 	{                                                                                          \
 		entry_hook();                                                                      \
-		ret(*f) params = (ret(*) params)next_fn(#name, (void **)&next_##name);             \
+		ret(*f) params = (ret(*) params)next_def((void **)&next_##name, #name);            \
 		if (!f) {                                                                          \
 			errno = ENOSYS;                                                            \
 			return err;                                                                \
@@ -98,7 +80,7 @@ static void *next_fn(const char *name, void **slot)
 	DDPROF_EXPORT ret name params                                                              \
 	{                                                                                          \
 		entry_hook();                                                                      \
-		ret(*f) params = (ret(*) params)next_fn(#name, (void **)&next_##name);             \
+		ret(*f) params = (ret(*) params)next_def((void **)&next_##name, #name);            \
 		if (!f) {                                                                          \
 			errno = ENOSYS;                                                            \
 			return err;                                                                \
@@ -192,5 +174,5 @@ __attribute__((constructor)) static void entry_points_resolve(void)
 #undef SLOT
 	};
 	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
-		next_fn(fns[i].name, fns[i].slot);
+		next_def(fns[i].slot, fns[i].name);
 }

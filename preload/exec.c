@@ -19,13 +19,13 @@
  * Context: application threads, normal context or their signal handlers (then only the
  * next definition runs).
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "preload/next_def.h"
 #include "uploader/uploader.h"
 
 #define DDPROF_EXPORT __attribute__((visibility("default")))
@@ -40,29 +40,15 @@ static execv_fn next_execv, next_execvp;
 static fexecve_fn next_fexecve;
 static execveat_fn next_execveat;
 
-/* The next definition: resolved by the constructor below, so that a call from a
- * signal handler does not run dlsym; a call before it resolves its function then. */
-static void *next(void **slot, const char *name)
-{
-	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	if (!f) {
-		int saved = errno;
-		f = dlsym(RTLD_NEXT, name);
-		errno = saved;
-		/* Release pairs with the acquire above: every thread resolves the same. */
-		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
-	}
-	return f;
-}
-
+/* The slots of the next definitions, resolved as the library loads (preload/next_def.h). */
 __attribute__((constructor)) static void exec_resolve(void)
 {
-	next((void **)&next_execve, "execve");
-	next((void **)&next_execvpe, "execvpe");
-	next((void **)&next_execv, "execv");
-	next((void **)&next_execvp, "execvp");
-	next((void **)&next_fexecve, "fexecve");
-	next((void **)&next_execveat, "execveat");
+	next_def((void **)&next_execve, "execve");
+	next_def((void **)&next_execvpe, "execvpe");
+	next_def((void **)&next_execv, "execv");
+	next_def((void **)&next_execvp, "execvp");
+	next_def((void **)&next_fexecve, "fexecve");
+	next_def((void **)&next_execveat, "execveat");
 }
 
 static void before_exec(void)
@@ -83,35 +69,35 @@ static int missing(void)
 DDPROF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec();
-	execve_fn f = (execve_fn)next((void **)&next_execve, "execve");
+	execve_fn f = (execve_fn)next_def((void **)&next_execve, "execve");
 	return f ? f(path, argv, envp) : missing();
 }
 
 DDPROF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	before_exec();
-	execve_fn f = (execve_fn)next((void **)&next_execvpe, "execvpe");
+	execve_fn f = (execve_fn)next_def((void **)&next_execvpe, "execvpe");
 	return f ? f(file, argv, envp) : missing();
 }
 
 DDPROF_EXPORT int execv(const char *path, char *const argv[])
 {
 	before_exec();
-	execv_fn f = (execv_fn)next((void **)&next_execv, "execv");
+	execv_fn f = (execv_fn)next_def((void **)&next_execv, "execv");
 	return f ? f(path, argv) : missing();
 }
 
 DDPROF_EXPORT int execvp(const char *file, char *const argv[])
 {
 	before_exec();
-	execv_fn f = (execv_fn)next((void **)&next_execvp, "execvp");
+	execv_fn f = (execv_fn)next_def((void **)&next_execvp, "execvp");
 	return f ? f(file, argv) : missing();
 }
 
 DDPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	before_exec();
-	fexecve_fn f = (fexecve_fn)next((void **)&next_fexecve, "fexecve");
+	fexecve_fn f = (fexecve_fn)next_def((void **)&next_fexecve, "fexecve");
 	return f ? f(fd, argv, envp) : missing();
 }
 
@@ -119,7 +105,7 @@ DDPROF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char
 			   int flags)
 {
 	before_exec();
-	execveat_fn f = (execveat_fn)next((void **)&next_execveat, "execveat");
+	execveat_fn f = (execveat_fn)next_def((void **)&next_execveat, "execveat");
 	return f ? f(dirfd, path, argv, envp, flags) : missing();
 }
 

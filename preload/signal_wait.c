@@ -21,7 +21,6 @@
  * async-signal-safe in POSIX): everything here is, and keeps errno but where the next
  * definition sets it.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
@@ -29,6 +28,7 @@
 #include <sys/syscall.h>
 
 #include "agent/agent.h"
+#include "preload/next_def.h"
 #include "common/raw_syscall.h"
 #include "preload/signal_wait.h"
 
@@ -48,29 +48,15 @@ static sigtimedwait_fn next_sigtimedwait;
 static signalfd_fn next_signalfd;
 static sigsuspend_fn next_sigsuspend;
 
-/* The next definition: resolved by the constructor below, so that a call from a signal
- * handler does not run dlsym; a call before it resolves its function then. */
-static void *next(void **slot, const char *name)
-{
-	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	if (!f) {
-		int saved = errno;
-		f = dlsym(RTLD_NEXT, name);
-		errno = saved;
-		/* Release pairs with the acquire above: every thread resolves the same. */
-		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
-	}
-	return f;
-}
-
+/* The slots of the next definitions, resolved as the library loads (preload/next_def.h). */
 __attribute__((constructor)) static void signal_wait_resolve(void)
 {
-	next((void **)&next_sigpending, "sigpending");
-	next((void **)&next_sigwait, "sigwait");
-	next((void **)&next_sigwaitinfo, "sigwaitinfo");
-	next((void **)&next_sigtimedwait, "sigtimedwait");
-	next((void **)&next_signalfd, "signalfd");
-	next((void **)&next_sigsuspend, "sigsuspend");
+	next_def((void **)&next_sigpending, "sigpending");
+	next_def((void **)&next_sigwait, "sigwait");
+	next_def((void **)&next_sigwaitinfo, "sigwaitinfo");
+	next_def((void **)&next_sigtimedwait, "sigtimedwait");
+	next_def((void **)&next_signalfd, "signalfd");
+	next_def((void **)&next_sigsuspend, "sigsuspend");
 }
 
 /* async-signal-safe */
@@ -121,7 +107,7 @@ static int missing(void)
 /* async-signal-safe */
 DDPROF_EXPORT int sigpending(sigset_t *set)
 {
-	sigpending_fn f = (sigpending_fn)next((void **)&next_sigpending, "sigpending");
+	sigpending_fn f = (sigpending_fn)next_def((void **)&next_sigpending, "sigpending");
 	if (!f)
 		return missing();
 	int rc = f(set);
@@ -138,21 +124,21 @@ DDPROF_EXPORT int sigpending(sigset_t *set)
 DDPROF_EXPORT int sigwait(const sigset_t *set, int *sig)
 {
 	sigset_t copy;
-	sigwait_fn f = (sigwait_fn)next((void **)&next_sigwait, "sigwait");
+	sigwait_fn f = (sigwait_fn)next_def((void **)&next_sigwait, "sigwait");
 	return f ? f(without_sampling(set, &copy), sig) : ENOSYS;
 }
 
 DDPROF_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
 	sigset_t copy;
-	sigwaitinfo_fn f = (sigwaitinfo_fn)next((void **)&next_sigwaitinfo, "sigwaitinfo");
+	sigwaitinfo_fn f = (sigwaitinfo_fn)next_def((void **)&next_sigwaitinfo, "sigwaitinfo");
 	return f ? f(without_sampling(set, &copy), info) : missing();
 }
 
 DDPROF_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t)
 {
 	sigset_t copy;
-	sigtimedwait_fn f = (sigtimedwait_fn)next((void **)&next_sigtimedwait, "sigtimedwait");
+	sigtimedwait_fn f = (sigtimedwait_fn)next_def((void **)&next_sigtimedwait, "sigtimedwait");
 	return f ? f(without_sampling(set, &copy), info, t) : missing();
 }
 
@@ -160,13 +146,13 @@ DDPROF_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struc
 DDPROF_EXPORT int sigsuspend(const sigset_t *mask)
 {
 	sigset_t copy;
-	sigsuspend_fn f = (sigsuspend_fn)next((void **)&next_sigsuspend, "sigsuspend");
+	sigsuspend_fn f = (sigsuspend_fn)next_def((void **)&next_sigsuspend, "sigsuspend");
 	return f ? f(signal_wait_keep_blocked(mask, &copy)) : missing();
 }
 
 DDPROF_EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
 {
 	sigset_t copy;
-	signalfd_fn f = (signalfd_fn)next((void **)&next_signalfd, "signalfd");
+	signalfd_fn f = (signalfd_fn)next_def((void **)&next_signalfd, "signalfd");
 	return f ? f(fd, without_sampling(mask, &copy), flags) : missing();
 }
