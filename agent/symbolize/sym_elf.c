@@ -12,6 +12,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/unwind/elf_image.h"
@@ -143,4 +144,101 @@ int sym_elf_read_symbols(const char *path, struct sym_table *t)
 int sym_elf_read_symbols_mem(const void *image, size_t size, struct sym_table *t)
 {
 	return read_symbols(NULL, image, size, t);
+}
+
+/* At most the symbol tables a file has (.symtab, .dynsym). */
+#define SCAN_TABLES 2
+
+struct sym_elf_scan {
+	struct elf_image im;
+	struct elf_section syms[SCAN_TABLES], strs[SCAN_TABLES];
+	size_t ntables;
+};
+
+int sym_elf_scan_open(const char *path, struct sym_elf_scan **out)
+{
+	struct sym_elf_scan *sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return -ENOMEM;
+	int rc = elf_image_load(&sc->im, path, NULL, 0, EM_X86_64);
+	if (rc < 0) {
+		free(sc);
+		return rc;
+	}
+	size_t n = elf_image_nsections(&sc->im);
+	for (size_t i = 1; i < n && sc->ntables < SCAN_TABLES; i++) {
+		struct elf_section sec, strs;
+		if (elf_image_section_at(&sc->im, i, &sec) &&
+		    (sec.type == SHT_SYMTAB || sec.type == SHT_DYNSYM) &&
+		    sec.entsize == sizeof(Elf64_Sym) &&
+		    elf_image_section_at(&sc->im, sec.link, &strs)) {
+			sc->syms[sc->ntables] = sec;
+			sc->strs[sc->ntables++] = strs;
+		}
+	}
+	*out = sc;
+	return 0;
+}
+
+/* The name of sym in strs, and its length without version suffix; NULL when it does not
+ * end inside the table or is empty. */
+static const char *scan_name(const struct elf_section *strs, const Elf64_Sym *sym, size_t *len)
+{
+	if (sym->st_name >= strs->len)
+		return NULL;
+	const char *name = (const char *)strs->data + sym->st_name;
+	const char *end = memchr(name, '\0', strs->len - sym->st_name);
+	if (!end || end == name)
+		return NULL;
+	const char *at = memchr(name, '@', (size_t)(end - name));
+	*len = (size_t)((at ? at : end) - name);
+	return *len ? name : NULL;
+}
+
+bool sym_elf_scan_find(const struct sym_elf_scan *sc, uint64_t vaddr, char *out, size_t len,
+		       uint64_t *size)
+{
+	const char *best = NULL;
+	size_t best_len = 0;
+	Elf64_Sym b = {0};
+	for (size_t t = 0; t < sc->ntables; t++) {
+		size_t count = sc->syms[t].len / sizeof(Elf64_Sym);
+		for (size_t i = 0; i < count; i++) {
+			Elf64_Sym sym;
+			memcpy(&sym, sc->syms[t].data + i * sizeof(sym), sizeof(sym));
+			int type = ELF64_ST_TYPE(sym.st_info);
+			if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+			    sym.st_shndx == SHN_UNDEF || sym.st_value == 0 ||
+			    sym.st_value > vaddr || (best && sym.st_value < b.st_value))
+				continue;
+			size_t nl;
+			const char *name = scan_name(&sc->strs[t], &sym, &nl);
+			if (!name)
+				continue;
+			bool global = ELF64_ST_BIND(sym.st_info) != STB_LOCAL;
+			bool bglobal = ELF64_ST_BIND(b.st_info) != STB_LOCAL;
+			if (!best || sym.st_value > b.st_value ||
+			    sym_table_alias_cmp(sym.st_size, global, name, nl, b.st_size, bglobal,
+						best, best_len) < 0) {
+				best = name;
+				best_len = nl;
+				b = sym;
+			}
+		}
+	}
+	if (!best || (b.st_size != 0 && vaddr - b.st_value >= b.st_size) || len == 0)
+		return false;
+	size_t k = best_len < len - 1 ? best_len : len - 1;
+	memcpy(out, best, k);
+	out[k] = 0;
+	*size = b.st_size;
+	return true;
+}
+
+void sym_elf_scan_close(struct sym_elf_scan *sc)
+{
+	if (!sc)
+		return;
+	elf_image_close(&sc->im);
+	free(sc);
 }

@@ -45,4 +45,21 @@ int sym_elf_read_symbols(const char *path, struct sym_table *t);
 int sym_elf_read_info_mem(const void *image, size_t size, struct sym_elf_info *out);
 int sym_elf_read_symbols_mem(const void *image, size_t size, struct sym_table *t);
 
+/*
+ * A module file's function symbols searched in place, for a few lookups: no table is
+ * built (a short process naming its few pcs would otherwise read and sort every symbol
+ * of each module it touched: cc1's 29k exported ones). The file stays mapped until
+ * sym_elf_scan_close. Each lookup reads every symbol: for a handful of pcs only.
+ */
+struct sym_elf_scan;
+/* 0, -errno of open, -EINVAL, -ENOMEM. */
+int sym_elf_scan_open(const char *path, struct sym_elf_scan **out);
+/* What sym_table_find would give for vaddr in a table of this file's symbols (the
+ * symbol at the greatest address at or below vaddr, its preferred alias; NULL when it
+ * is sized and vaddr lies past it): its name without version suffix, written to
+ * out[0..len) (cut to fit), and *size. false when there is none. */
+bool sym_elf_scan_find(const struct sym_elf_scan *sc, uint64_t vaddr, char *out, size_t len,
+		       uint64_t *size);
+void sym_elf_scan_close(struct sym_elf_scan *sc);
+
 #endif

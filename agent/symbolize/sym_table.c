@@ -76,27 +76,33 @@ static size_t leading_underscores(const char *s)
 }
 
 /* Address order; at one address the preferred alias first (see sym_table.h). */
+int sym_table_alias_cmp(uint64_t xsize, bool xglobal, const char *xn, size_t xlen, uint64_t ysize,
+			bool yglobal, const char *yn, size_t ylen)
+{
+	if ((xsize != 0) != (ysize != 0))
+		return xsize != 0 ? -1 : 1;
+	if (xglobal != yglobal)
+		return xglobal ? -1 : 1;
+	size_t xu = leading_underscores(xn), yu = leading_underscores(yn);
+	if (xu != yu)
+		return xu < yu ? -1 : 1;
+	if (xlen != ylen)
+		return xlen < ylen ? -1 : 1;
+	int c = strncmp(xn, yn, xlen);
+	if (c != 0)
+		return c;
+	return (xsize > ysize) ? -1 : (xsize < ysize);
+}
+
 static int sym_cmp(const void *a, const void *b, void *names_arg)
 {
 	const struct sym_entry *x = a, *y = b;
 	const char *names = names_arg;
 	if (x->addr != y->addr)
 		return x->addr < y->addr ? -1 : 1;
-	if ((x->size != 0) != (y->size != 0))
-		return x->size != 0 ? -1 : 1;
-	if (x->global != y->global)
-		return x->global ? -1 : 1;
 	const char *xn = names + x->name, *yn = names + y->name;
-	size_t xu = leading_underscores(xn), yu = leading_underscores(yn);
-	if (xu != yu)
-		return xu < yu ? -1 : 1;
-	size_t xl = strlen(xn), yl = strlen(yn);
-	if (xl != yl)
-		return xl < yl ? -1 : 1;
-	int c = strcmp(xn, yn);
-	if (c != 0)
-		return c;
-	return (x->size > y->size) ? -1 : (x->size < y->size);
+	return sym_table_alias_cmp(x->size, x->global, xn, strlen(xn), y->size, y->global, yn,
+				   strlen(yn));
 }
 
 static inline void swap_entries(struct sym_entry *a, struct sym_entry *b)

@@ -45,6 +45,11 @@ void sym_table_free(struct sym_table *t);
  * 0 or -ENOMEM. Symbols at address 0 or without a name are ignored. */
 int sym_table_add(struct sym_table *t, uint64_t addr, uint64_t size, const char *name, bool global);
 
+/* The alias rule between two symbols at one address (names without version suffix,
+ * of xlen and ylen bytes): < 0 when x is preferred. */
+int sym_table_alias_cmp(uint64_t xsize, bool xglobal, const char *xn, size_t xlen, uint64_t ysize,
+			bool yglobal, const char *yn, size_t ylen);
+
 /* Sorts and keeps one symbol per address (see the alias rule above). Call once after
  * the last add and before any lookup. */
 void sym_table_finish(struct sym_table *t);

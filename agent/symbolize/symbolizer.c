@@ -42,7 +42,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "agent/symbolize/dw_api.h"
@@ -58,6 +60,10 @@
 
 #define ENTRY_CODE_MAX 64 /* bytes of entry code named _start (see above) */
 #define START_NAME "_start"
+/* Names only: a module's lookups answered by searching its file in place before its
+ * table is built (each reads every symbol: cheaper for a few pcs, not for many). */
+#define SCAN_LOOKUPS_MAX 32
+#define SCAN_NAME_MAX 1024 /* bytes of a name found that way (C++ names can be long) */
 /* A libdwfl session unused for this many refreshes is ended (its DWARF data and
  * mmaps freed); the next miss in its module reopens it. */
 #define DWFL_IDLE_REFRESHES 4
@@ -76,6 +82,11 @@ struct module {
 	struct sym_elf_info elf;
 	bool symbols_read;
 	struct sym_table syms;
+	/* Names only (a short process's one profile): its first lookups search the file in
+	 * place (names_only_scan), then the table is built. */
+	struct sym_elf_scan *scan;
+	unsigned scan_lookups;
+	bool scan_failed;
 	struct sym_dwarf *dw; /* NULL: not opened yet, ended while idle, or failed */
 	bool dw_failed;	      /* libdwfl cannot read the file: symbols from libelf, no retry */
 	int debug_info;	      /* -1 unknown, 0 no DWARF, 1 DWARF */
@@ -117,6 +128,7 @@ static void module_free(struct module *m)
 {
 	sym_dwarf_close(m->dw);
 	sym_table_free(&m->syms);
+	sym_elf_scan_close(m->scan);
 	sym_cache_free(&m->cache);
 	free(m->path);
 	free(m);
@@ -435,6 +447,65 @@ static struct sym_dwarf *module_dwarf(struct symbolizer *s, struct module *m)
 	return m->dw;
 }
 
+/* The module's debug file by build id (Debian's debug packages), when it has one. */
+static bool debug_path(const struct module *m, char *out, size_t len)
+{
+	if (!m->elf.build_id[0])
+		return false;
+	int n = snprintf(out, len, "/usr/lib/debug/.build-id/%.2s/%s.debug", m->elf.build_id,
+			 m->elf.build_id + 2);
+	return n > 0 && (size_t)n < len && access(out, R_OK) == 0;
+}
+
+/* A short process's only profile (names only: upload_cycle.c): the module's functions
+ * from its debug file found by build id (its .symtab holds the static functions a
+ * stripped library's .dynsym lacks), else from the file itself, read by libelf. Not
+ * libdw: loading it and opening its sessions cost such an exit more than its samples
+ * are worth (cc1 running 19 ms: 10 ms to name its one sample). 0, or a negative errno
+ * (then libdw is asked). */
+static int names_only_symbols(struct module *m)
+{
+	char dbg[PATH_MAX];
+	int rc = debug_path(m, dbg, sizeof(dbg)) ? sym_elf_read_symbols(dbg, &m->syms) : -ENOENT;
+	if (rc < 0) {
+		sym_table_free(&m->syms);
+		rc = sym_elf_read_symbols(m->path, &m->syms);
+	}
+	if (rc < 0)
+		sym_table_free(&m->syms);
+	return rc;
+}
+
+/* Names only, a module's first SCAN_LOOKUPS_MAX lookups: the name sym_table_find would
+ * give, searched in the file in place (sym_elf.h) instead of a table built from every
+ * symbol. Returns whether it answered (into fr[0], its name in buf). */
+static bool names_only_scan(struct module *m, uint64_t vaddr, struct sym_frame *fr, char *buf,
+			    size_t len)
+{
+	if (m->image || m->symbols_read || m->scan_failed || m->scan_lookups >= SCAN_LOOKUPS_MAX)
+		return false;
+	if (!m->scan) {
+		char dbg[PATH_MAX];
+		if (!debug_path(m, dbg, sizeof(dbg)) || sym_elf_scan_open(dbg, &m->scan) < 0)
+			m->scan = NULL;
+		if (!m->scan && sym_elf_scan_open(m->path, &m->scan) < 0) {
+			m->scan = NULL;
+			m->scan_failed = true;
+			return false;
+		}
+	}
+	m->scan_lookups++;
+	uint64_t size = 0;
+	const char *name = NULL;
+	if (sym_elf_scan_find(m->scan, vaddr, buf, len, &size))
+		name = buf;
+	/* outer_name's rules, without DWARF. */
+	if ((!name || size == 0) && m->elf.is_program && vaddr - m->elf.entry < ENTRY_CODE_MAX)
+		name = START_NAME;
+	fr[0] = (struct sym_frame){name, NULL, 0};
+	return true;
+}
+
 /* Builds the module's symbol table once: libdwfl's view (debug file included), else
  * libelf's. */
 static void module_symbols(struct symbolizer *s, struct module *m)
@@ -443,6 +514,10 @@ static void module_symbols(struct symbolizer *s, struct module *m)
 		return;
 	m->symbols_read = true;
 	s->st.tables_read++;
+	if (s->names_only && !m->image && names_only_symbols(m) == 0) {
+		sym_table_finish(&m->syms);
+		return;
+	}
 	struct sym_dwarf *dw = module_dwarf(s, m);
 	int rc = dw ? sym_dwarf_read_symbols(dw, &m->syms) : -ENOENT;
 	if (rc < 0 && dw)
@@ -479,9 +554,16 @@ static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 {
 	struct sym_frame fr[SYM_MAX_FRAMES];
 	size_t n = 0;
-	module_symbols(s, m);
+	char scanned[SCAN_NAME_MAX];
+	bool scan = s->names_only && names_only_scan(m, vaddr, fr, scanned, sizeof(scanned));
+	if (!scan)
+		module_symbols(s, m);
 	struct sym_dwarf *dw = s->names_only ? NULL : module_dwarf(s, m);
-	if (dw) {
+	if (scan) {
+		n = 1;
+		m->debug_info = 0;
+		s->st.elf_lookups++;
+	} else if (dw) {
 		bool err = false;
 		n = sym_dwarf_frames(dw, vaddr, fr, SYM_MAX_FRAMES, &err);
 		m->debug_info = sym_dwarf_has_debug_info(dw);
@@ -493,7 +575,8 @@ static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 	}
 	if (n == 0)
 		fr[n++] = (struct sym_frame){NULL, NULL, 0};
-	fr[n - 1].function = outer_name(m, vaddr, fr[n - 1].function);
+	if (!scan)
+		fr[n - 1].function = outer_name(m, vaddr, fr[n - 1].function);
 	/* All named or nothing (see the top of the file). */
 	for (size_t i = 0; i < n; i++)
 		if (!fr[i].function)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/symbolize/sym_elf.h"
 #include "agent/symbolize/sym_table.h"
 #include "check_run.h"
 
@@ -159,6 +160,62 @@ START_TEST(lookups_respect_sizes_and_gaps)
 }
 END_TEST
 
+/* Searching a file in place (sym_elf_scan_find, a short process's few lookups) names
+ * every address as the table built from the same file does: libc (its debug file when
+ * installed: locals and aliases galore) and Python's binary, 3000 addresses each, spread
+ * over their text and on every symbol's first and last byte. */
+static void scan_matches_table(const char *path)
+{
+	struct sym_table t;
+	sym_table_init(&t);
+	if (sym_elf_read_symbols(path, &t) != 0)
+		return; /* not on this machine */
+	sym_table_finish(&t);
+	struct sym_elf_scan *sc;
+	ck_assert_int_eq(sym_elf_scan_open(path, &sc), 0);
+	ck_assert_uint_gt(t.nsyms, 100);
+	uint64_t lo = t.syms[0].addr, hi = t.syms[t.nsyms - 1].addr + 64;
+	int differ = 0, named = 0;
+	for (int i = 0; i < 3000; i++) {
+		uint64_t v;
+		if (i % 3 == 0)
+			v = lo + (uint64_t)i * (hi - lo) / 3000;
+		else {
+			const struct sym_entry *e = &t.syms[((size_t)i * 7919) % t.nsyms];
+			v = i % 3 == 1 ? e->addr : e->addr + (e->size ? e->size - 1 : 0);
+		}
+		const struct sym_entry *e = sym_table_find(&t, v);
+		char name[1024];
+		uint64_t size;
+		bool found = sym_elf_scan_find(sc, v, name, sizeof(name), &size);
+		if (found != (e != NULL) ||
+		    (e && (strcmp(name, sym_table_name(&t, e)) != 0 || size != e->size))) {
+			if (differ++ < 5)
+				fprintf(stderr, "%s 0x%llx: table %s, scan %s\n", path,
+					(unsigned long long)v, e ? sym_table_name(&t, e) : "-",
+					found ? name : "-");
+		}
+		named += found;
+	}
+	ck_assert_msg(differ == 0, "%s: %d of 3000 addresses named otherwise", path, differ);
+	ck_assert_int_gt(named, 1000);
+	sym_elf_scan_close(sc);
+	sym_table_free(&t);
+}
+
+START_TEST(searching_in_place_names_as_the_table_does)
+{
+	struct sym_elf_info info;
+	ck_assert_int_eq(sym_elf_read_info("/lib/x86_64-linux-gnu/libc.so.6", &info), 0);
+	char dbg[256];
+	snprintf(dbg, sizeof(dbg), "/usr/lib/debug/.build-id/%.2s/%s.debug", info.build_id,
+		 info.build_id + 2);
+	scan_matches_table(dbg); /* libc6-dbg: scripts/install-deps */
+	scan_matches_table("/lib/x86_64-linux-gnu/libc.so.6");
+	scan_matches_table("/usr/bin/python3.11");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sym_table");
@@ -167,6 +224,7 @@ int main(void)
 	tcase_add_test(tc, one_entry_per_address_with_the_preferred_alias);
 	tcase_add_test(tc, adversarial_orders_stay_fast_and_correct);
 	tcase_add_test(tc, lookups_respect_sizes_and_gaps);
+	tcase_add_test(tc, searching_in_place_names_as_the_table_does);
 	suite_add_tcase(s, tc);
 	return check_run_suite(s);
 }
