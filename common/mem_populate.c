@@ -13,6 +13,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -20,7 +23,7 @@
 /* The kernel refused it once (EINVAL: too old): not asked again. Relaxed: a hint. */
 static _Atomic bool unsupported;
 
-void mem_populate(void *p, size_t len)
+static void populate(const void *p, size_t len, int advice)
 {
 	if (len < MEM_POPULATE_MIN || atomic_load_explicit(&unsupported, memory_order_relaxed))
 		return;
@@ -30,7 +33,17 @@ void mem_populate(void *p, size_t len)
 	if (hi <= lo)
 		return;
 	int saved = errno;
-	if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+	if (madvise((void *)lo, hi - lo, advice) != 0 && errno == EINVAL)
 		atomic_store_explicit(&unsupported, true, memory_order_relaxed);
 	errno = saved;
+}
+
+void mem_populate(void *p, size_t len)
+{
+	populate(p, len, MADV_POPULATE_WRITE);
+}
+
+void mem_populate_read(const void *p, size_t len)
+{
+	populate(p, len, MADV_POPULATE_READ);
 }

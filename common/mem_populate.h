@@ -20,4 +20,8 @@
  * Only memory the caller owns and is about to write: it is counted in its RSS. */
 void mem_populate(void *p, size_t len);
 
+/* Maps the whole pages inside [p, p + len) for reading (a file's mapping about to be
+ * read in full: its pages from the page cache in one call), if len >= MEM_POPULATE_MIN. */
+void mem_populate_read(const void *p, size_t len);
+
 #endif

@@ -345,6 +345,58 @@ static void visit_node(const struct trie_node *node, void *arg)
 		add_sample(b, node->pcs, node->npcs, node->tid, (enum profile_kind)node->kind, v);
 }
 
+/* Names only (a short process's one profile): every distinct pc of the profile, named
+ * module by module in one pass over each module's symbols before the samples are
+ * written (symbolizer_prime), instead of one search of its symbols per pc. */
+struct prime_walk {
+	struct u64map seen;
+	uintptr_t *pcs;
+	bool *ret;
+	size_t n, cap;
+	bool failed;
+};
+
+static void collect_pcs(const struct trie_node *node, void *arg)
+{
+	struct prime_walk *w = arg;
+	for (uint32_t i = 0; i < node->npcs && !w->failed; i++) {
+		uintptr_t pc = node->pcs[i];
+		uint64_t key = ((uint64_t)pc << 1) | (i > 0), one;
+		if (pc <= PC_SYNTHETIC_MAX || u64map_get(&w->seen, key, &one))
+			continue;
+		if (w->n == w->cap) {
+			size_t cap = w->cap ? 2 * w->cap : 256;
+			uintptr_t *p = realloc(w->pcs, cap * sizeof(*p));
+			bool *r = p ? realloc(w->ret, cap * sizeof(*r)) : NULL;
+			if (p)
+				w->pcs = p;
+			if (!p || !r) {
+				w->failed = true;
+				return;
+			}
+			w->ret = r;
+			w->cap = cap;
+		}
+		w->failed = u64map_put(&w->seen, key, 1) < 0;
+		w->pcs[w->n] = pc;
+		w->ret[w->n++] = i > 0;
+	}
+}
+
+static void prime_names(struct symbolizer *sym, const struct profile *p)
+{
+	if (!symbolizer_names_only(sym))
+		return;
+	struct prime_walk w = {0};
+	u64map_init(&w.seen);
+	trie_foreach(&p->trie, collect_pcs, &w);
+	if (!w.failed)
+		symbolizer_prime(sym, w.pcs, w.ret, w.n);
+	u64map_free(&w.seen);
+	free(w.pcs);
+	free(w.ret);
+}
+
 static void value_type(struct pb_buf *out, struct builder *b, uint32_t field, const char *type,
 		       const char *unit)
 {
@@ -461,6 +513,9 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 
 	struct symbolizer_stats s0, s1;
 	symbolizer_get_stats(sym, &s0);
+	uint64_t t_prime = clock_now_ns(CLOCK_MONOTONIC);
+	prime_names(sym, p);
+	b.st.symbolize_ns += clock_now_ns(CLOCK_MONOTONIC) - t_prime;
 	trie_foreach(&p->trie, visit_node, &b);
 	uint64_t own_ns = meta->take_profiler_cpu_ns ? meta->take_profiler_cpu_ns() : 0;
 	if (own_ns > 0) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "agent/unwind/elf_image.h"
+#include "common/mem_populate.h"
 
 #define NT_GNU_BUILD_ID_TYPE 3
 #define GNU_NOTE_NAME "GNU"
@@ -174,6 +175,10 @@ int sym_elf_scan_open(const char *path, struct sym_elf_scan **out)
 		    elf_image_section_at(&sc->im, sec.link, &strs)) {
 			sc->syms[sc->ntables] = sec;
 			sc->strs[sc->ntables++] = strs;
+			/* Read whole by every search: its pages mapped in one call, not one
+			 * fault each. */
+			mem_populate_read(sec.data, sec.len);
+			mem_populate_read(strs.data, strs.len);
 		}
 	}
 	*out = sc;
@@ -233,6 +238,72 @@ bool sym_elf_scan_find(const struct sym_elf_scan *sc, uint64_t vaddr, char *out,
 	out[k] = 0;
 	*size = b.st_size;
 	return true;
+}
+
+/* Whether sym (named name, nl bytes) is the better answer than the hit's symbol (at b):
+ * a greater address, or the preferred alias at the same one. */
+static bool scan_better(const Elf64_Sym *sym, const char *name, size_t nl,
+			const struct sym_elf_hit *h, const Elf64_Sym *b)
+{
+	if (!h->name || sym->st_value > b->st_value)
+		return true;
+	if (sym->st_value < b->st_value)
+		return false;
+	return sym_table_alias_cmp(sym->st_size, ELF64_ST_BIND(sym->st_info) != STB_LOCAL, name, nl,
+				   b->st_size, ELF64_ST_BIND(b->st_info) != STB_LOCAL, h->name,
+				   h->len) < 0;
+}
+
+void sym_elf_scan_find_many(const struct sym_elf_scan *sc, const uint64_t *v, size_t n,
+			    struct sym_elf_hit *hits)
+{
+	Elf64_Sym *best = calloc(n ? n : 1, sizeof(*best));
+	for (size_t i = 0; i < n; i++)
+		hits[i] = (struct sym_elf_hit){NULL, 0, 0};
+	if (!best || n == 0) {
+		free(best);
+		return;
+	}
+	/* Each symbol is offered to the first address at or above it only; a sweep then
+	 * carries each answer up to the addresses above (a symbol at or below v[i - 1] is at
+	 * or below v[i]). */
+	for (size_t t = 0; t < sc->ntables; t++) {
+		size_t count = sc->syms[t].len / sizeof(Elf64_Sym);
+		for (size_t k = 0; k < count; k++) {
+			Elf64_Sym sym;
+			memcpy(&sym, sc->syms[t].data + k * sizeof(sym), sizeof(sym));
+			int type = ELF64_ST_TYPE(sym.st_info);
+			if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+			    sym.st_shndx == SHN_UNDEF || sym.st_value == 0 ||
+			    sym.st_value > v[n - 1])
+				continue;
+			size_t lo = 0, hi = n;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				if (v[mid] < sym.st_value)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			size_t nl;
+			const char *name = scan_name(&sc->strs[t], &sym, &nl);
+			if (name && scan_better(&sym, name, nl, &hits[lo], &best[lo])) {
+				hits[lo] = (struct sym_elf_hit){name, nl, sym.st_size};
+				best[lo] = sym;
+			}
+		}
+	}
+	for (size_t i = 1; i < n; i++)
+		if (hits[i - 1].name && scan_better(&best[i - 1], hits[i - 1].name, hits[i - 1].len,
+						    &hits[i], &best[i])) {
+			hits[i] = hits[i - 1];
+			best[i] = best[i - 1];
+		}
+	for (size_t i = 0; i < n; i++)
+		if (hits[i].name && best[i].st_size != 0 &&
+		    v[i] - best[i].st_value >= best[i].st_size)
+			hits[i].name = NULL;
+	free(best);
 }
 
 void sym_elf_scan_close(struct sym_elf_scan *sc)

@@ -60,6 +60,18 @@ int sym_elf_scan_open(const char *path, struct sym_elf_scan **out);
  * out[0..len) (cut to fit), and *size. false when there is none. */
 bool sym_elf_scan_find(const struct sym_elf_scan *sc, uint64_t vaddr, char *out, size_t len,
 		       uint64_t *size);
+/* One address's answer from sym_elf_scan_find_many: the name (in the file's mapping,
+ * len bytes, no version suffix, not NUL-terminated) and size of its symbol, name NULL
+ * when there is none. */
+struct sym_elf_hit {
+	const char *name;
+	size_t len;
+	uint64_t size;
+};
+/* sym_elf_scan_find for each of v[0..n) (ascending, no duplicates) in one pass over the
+ * symbols: hits[i] for v[i]. */
+void sym_elf_scan_find_many(const struct sym_elf_scan *sc, const uint64_t *v, size_t n,
+			    struct sym_elf_hit *hits);
 void sym_elf_scan_close(struct sym_elf_scan *sc);
 
 #endif

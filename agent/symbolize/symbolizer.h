@@ -89,6 +89,11 @@ void symbolizer_release_dwarf(struct symbolizer *s);
  * its exit.
  * Such results are cached like the others: nothing symbolizes after a last profile. */
 void symbolizer_set_names_only(struct symbolizer *s, bool on);
+/* Names only: names pcs[0..n) (is_return[i]: pcs[i] is a return address) module by
+ * module, each module's in one pass over its symbols, into the caches symbolizer_frames
+ * then answers from. Nothing otherwise. */
+void symbolizer_prime(struct symbolizer *s, const uintptr_t *pcs, const bool *is_return, size_t n);
+bool symbolizer_names_only(const struct symbolizer *s);
 
 /*
  * Adds an executable mapping that /proc/self/maps no longer shows (a library dlopen'd

@@ -199,6 +199,27 @@ static void scan_matches_table(const char *path)
 	}
 	ck_assert_msg(differ == 0, "%s: %d of 3000 addresses named otherwise", path, differ);
 	ck_assert_int_gt(named, 1000);
+	/* All of them in one pass (sym_elf_scan_find_many): the same answers. */
+	uint64_t *v = malloc(3000 * sizeof(*v));
+	struct sym_elf_hit *hits = malloc(3000 * sizeof(*hits));
+	size_t nv = 0;
+	for (uint64_t a = lo; a < hi && nv < 3000; a += (hi - lo) / 2999 + 1)
+		v[nv++] = a;
+	sym_elf_scan_find_many(sc, v, nv, hits);
+	int many_differ = 0;
+	for (size_t i = 0; i < nv; i++) {
+		char name[1024];
+		uint64_t size;
+		bool found = sym_elf_scan_find(sc, v[i], name, sizeof(name), &size);
+		many_differ += found != (hits[i].name != NULL) ||
+			       (found && (hits[i].len != strlen(name) ||
+					  strncmp(hits[i].name, name, hits[i].len) != 0 ||
+					  hits[i].size != size));
+	}
+	ck_assert_msg(many_differ == 0, "%s: one pass named %d of %zu addresses otherwise", path,
+		      many_differ, nv);
+	free(v);
+	free(hits);
 	sym_elf_scan_close(sc);
 	sym_table_free(&t);
 }
