@@ -38,11 +38,11 @@
  * that the map covers in part is shown as "[jit]" (others keep "[anon]").
  */
 #include "agent/symbolize/symbolizer.h"
+#include "agent/symbolize/symbolizer_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -57,65 +57,6 @@
 #include "common/big_alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/sort.h"
-
-#define ENTRY_CODE_MAX 64 /* bytes of entry code named _start (see above) */
-#define START_NAME "_start"
-/* Names only: a module's lookups answered by searching its file in place before its
- * table is built (each reads every symbol: cheaper for a few pcs, not for many). */
-#define SCAN_LOOKUPS_MAX 32
-#define SCAN_NAME_MAX 1024 /* bytes of a name found that way (C++ names can be long) */
-/* A libdwfl session unused for this many refreshes is ended (its DWARF data and
- * mmaps freed); the next miss in its module reopens it. */
-#define DWFL_IDLE_REFRESHES 4
-/* A module neither mapped nor noted for this many refreshes is forgotten. */
-#define MODULE_IDLE_REFRESHES 16
-#define MAPS_LINE_MAX (4096 + 128) /* PATH_MAX plus the fields before the path */
-#define VDSO_NAME "[vdso]"
-#define ANON_NAME "[anon]" /* anonymous executable memory the perf map does not cover */
-#define JIT_NAME "[jit]"   /* ... and memory it covers */
-
-struct module {
-	char *path;
-	unsigned long inode;
-	const void *image; /* the vdso: read from this process's memory, not a file */
-	size_t image_size;
-	struct sym_elf_info elf;
-	bool symbols_read;
-	struct sym_table syms;
-	/* Names only (a short process's one profile): its first lookups search the file in
-	 * place (names_only_scan), then the table is built. */
-	struct sym_elf_scan *scan;
-	unsigned scan_lookups;
-	bool scan_failed;
-	struct sym_dwarf *dw; /* NULL: not opened yet, ended while idle, or failed */
-	bool dw_failed;	      /* libdwfl cannot read the file: symbols from libelf, no retry */
-	int debug_info;	      /* -1 unknown, 0 no DWARF, 1 DWARF */
-	struct sym_cache cache;
-	uint64_t seen_gen;    /* last refresh that mapped (or noted) it */
-	uint64_t dw_used_gen; /* last refresh generation its session was used in */
-};
-
-struct mapping_entry {
-	struct sym_mapping pub;
-	struct module *mod;  /* NULL for anonymous ([vdso], JIT) */
-	int64_t vaddr_delta; /* vaddr = pc + vaddr_delta */
-	bool delta_known;
-};
-
-struct symbolizer {
-	struct module **mods;
-	size_t nmods, capmods;
-	struct mapping_entry *maps; /* sorted by start, never overlapping */
-	size_t nmaps, capmaps;
-	const struct dw_api *api;
-	bool api_tried;
-	bool names_only;      /* symbolizer_set_names_only */
-	struct perf_map *jit; /* the perf map; NULL until the first refresh, or no memory */
-	uint64_t gen;	      /* refresh count */
-	size_t cache_limit;
-	struct symbolizer_stats st;
-};
 
 struct symbolizer *symbolizer_new(void)
 {
@@ -448,72 +389,6 @@ static struct sym_dwarf *module_dwarf(struct symbolizer *s, struct module *m)
 	return m->dw;
 }
 
-/* The module's debug file by build id (Debian's debug packages), when it has one. */
-static bool debug_path(const struct module *m, char *out, size_t len)
-{
-	if (!m->elf.build_id[0])
-		return false;
-	int n = snprintf(out, len, "/usr/lib/debug/.build-id/%.2s/%s.debug", m->elf.build_id,
-			 m->elf.build_id + 2);
-	return n > 0 && (size_t)n < len && access(out, R_OK) == 0;
-}
-
-/* A short process's only profile (names only: upload_cycle.c): the module's functions
- * from its debug file found by build id (its .symtab holds the static functions a
- * stripped library's .dynsym lacks), else from the file itself, read by libelf. Not
- * libdw: loading it and opening its sessions cost such an exit more than its samples
- * are worth (cc1 running 19 ms: 10 ms to name its one sample). 0, or a negative errno
- * (then libdw is asked). */
-static int names_only_symbols(struct module *m)
-{
-	char dbg[PATH_MAX];
-	int rc = debug_path(m, dbg, sizeof(dbg)) ? sym_elf_read_symbols(dbg, &m->syms) : -ENOENT;
-	if (rc < 0) {
-		sym_table_free(&m->syms);
-		rc = sym_elf_read_symbols(m->path, &m->syms);
-	}
-	if (rc < 0)
-		sym_table_free(&m->syms);
-	return rc;
-}
-
-/* Names only, a module's first SCAN_LOOKUPS_MAX lookups: the name sym_table_find would
- * give, searched in the file in place (sym_elf.h) instead of a table built from every
- * symbol. Returns whether it answered (into fr[0], its name in buf). */
-static bool scan_open(struct module *m)
-{
-	if (m->image || m->symbols_read || m->scan_failed || m->scan_lookups >= SCAN_LOOKUPS_MAX)
-		return false;
-	if (!m->scan) {
-		char dbg[PATH_MAX];
-		if (!debug_path(m, dbg, sizeof(dbg)) || sym_elf_scan_open(dbg, &m->scan) < 0)
-			m->scan = NULL;
-		if (!m->scan && sym_elf_scan_open(m->path, &m->scan) < 0) {
-			m->scan = NULL;
-			m->scan_failed = true;
-			return false;
-		}
-	}
-	return true;
-}
-
-static bool names_only_scan(struct module *m, uint64_t vaddr, struct sym_frame *fr, char *buf,
-			    size_t len)
-{
-	if (!scan_open(m))
-		return false;
-	m->scan_lookups++;
-	uint64_t size = 0;
-	const char *name = NULL;
-	if (sym_elf_scan_find(m->scan, vaddr, buf, len, &size))
-		name = buf;
-	/* outer_name's rules, without DWARF. */
-	if ((!name || size == 0) && m->elf.is_program && vaddr - m->elf.entry < ENTRY_CODE_MAX)
-		name = START_NAME;
-	fr[0] = (struct sym_frame){name, NULL, 0};
-	return true;
-}
-
 /* Builds the module's symbol table once: libdwfl's view (debug file included), else
  * libelf's. */
 static void module_symbols(struct symbolizer *s, struct module *m)
@@ -522,7 +397,7 @@ static void module_symbols(struct symbolizer *s, struct module *m)
 		return;
 	m->symbols_read = true;
 	s->st.tables_read++;
-	if (s->names_only && !m->image && names_only_symbols(m) == 0) {
+	if (s->names_only && !m->image && sym_short_symbols(m) == 0) {
 		sym_table_finish(&m->syms);
 		return;
 	}
@@ -556,9 +431,6 @@ static const char *outer_name(const struct module *m, uint64_t vaddr, const char
 	return e ? sym_table_name(&m->syms, e) : NULL; /* sizeless: the nearest label */
 }
 
-static size_t store(struct symbolizer *s, struct module *m, uint64_t vaddr, struct sym_frame *fr,
-		    size_t n, const struct sym_frame **stored);
-
 /* Resolves vaddr in m (a cache miss) and caches the result, named or not. */
 static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 		      const struct sym_frame **stored)
@@ -566,7 +438,7 @@ static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 	struct sym_frame fr[SYM_MAX_FRAMES];
 	size_t n = 0;
 	char scanned[SCAN_NAME_MAX];
-	bool scan = s->names_only && names_only_scan(m, vaddr, fr, scanned, sizeof(scanned));
+	bool scan = s->names_only && sym_short_scan(m, vaddr, fr, scanned, sizeof(scanned));
 	if (!scan)
 		module_symbols(s, m);
 	struct sym_dwarf *dw = s->names_only ? NULL : module_dwarf(s, m);
@@ -588,13 +460,13 @@ static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 		fr[n++] = (struct sym_frame){NULL, NULL, 0};
 	if (!scan)
 		fr[n - 1].function = outer_name(m, vaddr, fr[n - 1].function);
-	return store(s, m, vaddr, fr, n, stored);
+	return symbolizer_store(s, m, vaddr, fr, n, stored);
 }
 
 /* Caches the frames found for vaddr (demangled; all named or nothing) and returns how
  * many are stored. */
-static size_t store(struct symbolizer *s, struct module *m, uint64_t vaddr, struct sym_frame *fr,
-		    size_t n, const struct sym_frame **stored)
+size_t symbolizer_store(struct symbolizer *s, struct module *m, uint64_t vaddr,
+			struct sym_frame *fr, size_t n, const struct sym_frame **stored)
 {
 	/* All named or nothing (see the top of the file). */
 	for (size_t i = 0; i < n; i++)
@@ -653,96 +525,6 @@ void symbolizer_jit_prune(struct symbolizer *s, uint32_t epoch)
 {
 	if (s->jit)
 		perf_map_prune(s->jit, epoch);
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Names only: one module's uncached addresses, named in one pass over its symbols. */
-static void prime_module(struct symbolizer *s, struct module *m, uint64_t *v, size_t n)
-{
-	sort_inplace(v, n, sizeof(*v), u64_cmp);
-	size_t w = 0;
-	for (size_t i = 0; i < n; i++)
-		if (w == 0 || v[w - 1] != v[i])
-			v[w++] = v[i];
-	n = w;
-	char buf[SCAN_NAME_MAX];
-	if (n < 2 || !scan_open(m))
-		return;
-	struct sym_elf_hit *hits = calloc(n, sizeof(*hits));
-	if (!hits)
-		return;
-	sym_elf_scan_find_many(m->scan, v, n, hits);
-	uint64_t cpu0 = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
-	for (size_t i = 0; i < n; i++) {
-		const struct sym_frame *fr;
-		size_t k;
-		if (sym_cache_get(&m->cache, v[i], &fr, &k))
-			continue;
-		const char *name = NULL;
-		if (hits[i].name) {
-			size_t len = hits[i].len < sizeof(buf) - 1 ? hits[i].len : sizeof(buf) - 1;
-			memcpy(buf, hits[i].name, len);
-			buf[len] = 0;
-			name = buf;
-		}
-		if ((!name || hits[i].size == 0) && m->elf.is_program &&
-		    v[i] - m->elf.entry < ENTRY_CODE_MAX)
-			name = START_NAME;
-		struct sym_frame one = {name, NULL, 0};
-		store(s, m, v[i], &one, 1, &fr);
-		s->st.elf_lookups++;
-	}
-	s->st.resolve_cpu_ns += clock_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-	free(hits);
-}
-
-bool symbolizer_names_only(const struct symbolizer *s)
-{
-	return s->names_only;
-}
-
-void symbolizer_prime(struct symbolizer *s, const uintptr_t *pcs, const bool *is_return, size_t n)
-{
-	if (!s->names_only || n == 0)
-		return;
-	/* Per module: its file virtual addresses not cached yet. */
-	uint64_t *v = malloc(n * sizeof(*v));
-	struct module **of = malloc(n * sizeof(*of));
-	if (!v || !of) {
-		free(v);
-		free(of);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		int idx = symbolizer_find_mapping(s, pcs[i]);
-		of[i] = NULL;
-		if (idx < 0 || !s->maps[idx].mod || !s->maps[idx].delta_known)
-			continue;
-		of[i] = s->maps[idx].mod;
-		v[i] =
-		    (uint64_t)((int64_t)pcs[i] + s->maps[idx].vaddr_delta) - (is_return[i] ? 1 : 0);
-	}
-	uint64_t *mine = malloc(n * sizeof(*mine));
-	for (size_t i = 0; mine && i < n; i++) {
-		struct module *m = of[i];
-		if (!m)
-			continue;
-		size_t k = 0;
-		for (size_t j = i; j < n; j++)
-			if (of[j] == m) {
-				mine[k++] = v[j];
-				of[j] = NULL;
-			}
-		prime_module(s, m, mine, k);
-	}
-	free(mine);
-	free(v);
-	free(of);
 }
 
 size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,
