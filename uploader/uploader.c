@@ -2,7 +2,7 @@
  * uploader.c - the uploader thread (see uploader.h).
  *
  * Context: the uploader thread runs upload_cycle; start/stop/flush are called from
- * application threads and only touch the control block under ctl.lock, which is never
+ * application threads and only touch the control block under up_ctl.lock, which is never
  * held across serialization or I/O (so a fork's prepare handler can take it at once).
  * Everything the thread needs for one profile lives in a struct upload_ctx on its own
  * stack (upload_cycle.h, which makes the profile).
@@ -42,44 +42,22 @@
 #include "uploader/http_send.h"
 #include "uploader/host_agent.h"
 #include "uploader/upload_cycle.h"
+#include "uploader/uploader_internal.h"
 #include "uploader/upload_stats.h"
 
 #define UPLOADER_THREAD_NAME "ddprof-upload"
-/* HTTP retries stop this fraction of a period before the next swap, so a failing
- * intake never delays it (1/20: 3 s of a 60 s period, 50 ms of a 1 s one). */
-#define PERIOD_MARGIN_DIVISOR 20
 /* At exit the thread gives up this long before uploader_stop stops waiting, so that it
  * has let go of libcurl by the time the process tears down (capped at half the flush
  * timeout). */
 #define EXIT_GRACE_NS (100ULL * 1000000ULL)
 
-struct control {
-	pthread_mutex_t *lock; /* on the fork-local page when there is one (fork_local.h):
-				* fork prepare takes it, the parent handler releases it */
-	pthread_cond_t cond;   /* CLOCK_MONOTONIC */
-	bool running;
-	bool stop;		  /* final upload, then exit */
-	bool done;		  /* thread has finished */
-	bool final_counted;	  /* the thread has counted the final profile's outcome */
-	bool abandoned;		  /* uploader_stop gave up waiting and counted the drop itself */
-	bool cycling;		  /* the thread is serializing or exporting (lock released) */
-	uint64_t flush_requested; /* generation counters */
-	uint64_t flush_completed;
-	bool warm_asked; /* this process forked: its first fork kicked the warm service */
-	bool warming;	 /* the thread is in upload_cycle_warm (lock released) */
-	bool quiesce;	 /* exit without a final profile (uploader_quiesce) */
-	bool joinable;	 /* thread is this process's thread, not joined yet */
-	pthread_t thread;
-	struct own_stack stack; /* the thread's (common/own_thread.h) */
-};
-
 static pthread_mutex_t ctl_lock_fallback;
-FORK_CHILD_DATA static struct control ctl = {.lock = &ctl_lock_fallback};
+FORK_CHILD_DATA struct control up_ctl = {.lock = &ctl_lock_fallback};
 /*
  * The thread's services (common/bg_host.h), in the order they run when several are
  * due: the upload first (its period is the one that must hold), then unwind tables,
  * memory for the active profile, the fork children's symbol warm-up, and new threads'
- * timers. The host's kicks and run state are under ctl.lock; its due times are in
+ * timers. The host's kicks and run state are under up_ctl.lock; its due times are in
  * host_thr, which only the thread writes (not on the fork child's page: the thread's
  * frequent writes would copy that page after every fork).
  */
@@ -96,20 +74,20 @@ enum service_id {
 #define SVC_BIT(id) (1u << (id))
 FORK_CHILD_DATA static struct bg_host host;
 static struct bg_host_thread host_thr;
-/* ctl.running, for uploader_stop to read without the lock. */
+/* up_ctl.running, for uploader_stop to read without the lock. */
 FORK_CHILD_DATA static _Atomic bool thread_spawned;
 /*
  * The running thread's symbolizer, and the one a fork child inherits. A symbolizer is
  * plain memory plus libdw state over shared read-only file descriptors and mappings,
  * all copied by fork. When the parent's thread was idle at the fork (not cycling: the
- * forking thread holds ctl.lock from prepare, so the thread is parked in its wait), the
+ * forking thread holds up_ctl.lock from prepare, so the thread is parked in its wait), the
  * copy is consistent and the child's thread adopts it: a pre-fork server's workers
  * start with the master's caches (no libdw reload, no DWARF work for pcs the master
  * already named). Otherwise the child starts a fresh one.
  */
-FORK_CHILD_DATA static struct symbolizer *live_sym;
+FORK_CHILD_DATA struct symbolizer *up_live_sym;
 FORK_CHILD_DATA static struct symbolizer *inherited_sym;
-static const struct config *up_cfg;
+const struct config *up_cfg;
 /* What a fork child's exit reads: on the page it touches anyway (common/fork_child.h);
  * the exit timeout copied there by uploader_start, not read from the pages of cfg. */
 FORK_CHILD_DATA static struct profile_pair *up_profiles;
@@ -120,7 +98,7 @@ static thread_create_fn up_create;
 FORK_CHILD_DATA static _Atomic uint64_t exit_abort_ns;
 /* The process is exiting (stop_thread): upload_cycle_warm gives up between modules.
  * Relaxed: a hint, read without the lock by the thread while it warms. */
-FORK_CHILD_DATA static _Atomic bool exiting;
+FORK_CHILD_DATA _Atomic bool up_exiting;
 /* The thread made the final profile and is gone (uploader_final_from_signal waits for
  * it). Release and acquire: the profile's export precedes it. */
 FORK_CHILD_DATA static _Atomic bool final_made;
@@ -129,9 +107,9 @@ static bool curl_atexit_registered;
  * inherits the wish, not the thread. */
 FORK_CHILD_DATA static bool uploader_wanted;
 /* A fork child's thread is not started yet: it starts at the first need (see
- * start_deferred). Set by the fork child handler, cleared under ctl.lock. With the pid
+ * start_deferred). Set by the fork child handler, cleared under up_ctl.lock. With the pid
  * it was set for: in a grandchild, before our child handler ran (another library's
- * handler may create a thread), the flag is the parent's, and ctl.lock is held. */
+ * handler may create a thread), the flag is the parent's, and up_ctl.lock is held. */
 FORK_CHILD_DATA static _Atomic bool spawn_pending;
 /* The process this state belongs to: the one that ran uploader_start, or the fork
  * child whose handler ran. */
@@ -157,8 +135,8 @@ static void start_for_host(void)
 /* Lock held: whether the thread runs or is to start (the host's answer to a kick). */
 FORK_CHILD_PATH static void hosting_update_locked(void)
 {
-	bool hosting = (ctl.running && !ctl.done) ||
-		       (atomic_load_explicit(&spawn_pending, memory_order_relaxed) && !ctl.stop);
+	bool hosting = (up_ctl.running && !up_ctl.done) ||
+		       (atomic_load_explicit(&spawn_pending, memory_order_relaxed) && !up_ctl.stop);
 	atomic_store_explicit(&host.hosting, hosting, memory_order_relaxed);
 }
 
@@ -171,30 +149,30 @@ void uploader_place_lock(void)
 	pthread_mutex_t *lock = fork_local_alloc(sizeof(*lock));
 	if (lock) {
 		pthread_mutex_init(lock, NULL);
-		ctl.lock = lock;
+		up_ctl.lock = lock;
 	}
 }
 
 FORK_CHILD_PATH static void control_init(void)
 {
 	/* At start-up too: a placed lock was initialized by uploader_place_lock. */
-	fork_local_mutex_after_fork(ctl.lock);
+	fork_local_mutex_after_fork(up_ctl.lock);
 	/* An assignment, not pthread_cond_init: waits name their clock (clockwait), and a
 	 * fork child touches no code page of libc's for it (common/raw_syscall.h). */
 	pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
-	ctl.cond = fresh;
-	ctl.running = ctl.stop = ctl.done = false;
+	up_ctl.cond = fresh;
+	up_ctl.running = up_ctl.stop = up_ctl.done = false;
 	atomic_store_explicit(&thread_spawned, false, memory_order_relaxed);
-	ctl.final_counted = ctl.abandoned = ctl.cycling = false;
-	ctl.flush_requested = ctl.flush_completed = 0;
+	up_ctl.final_counted = up_ctl.abandoned = up_ctl.cycling = false;
+	up_ctl.flush_requested = up_ctl.flush_completed = 0;
 	/* No kick, no service running (the parent's thread is not here). A child warms at
 	 * its own first fork (if it did not adopt a warmed symbolizer, its thread reads
 	 * what its children need then): nothing of the parent's request. */
 	bg_host_reset(&host);
-	ctl.warm_asked = ctl.warming = false;
-	ctl.quiesce = ctl.joinable = false;
-	own_thread_stack_after_fork(&ctl.stack);
-	atomic_store_explicit(&exiting, false, memory_order_relaxed);
+	up_ctl.warm_asked = up_ctl.warming = false;
+	up_ctl.quiesce = up_ctl.joinable = false;
+	own_thread_stack_after_fork(&up_ctl.stack);
+	atomic_store_explicit(&up_exiting, false, memory_order_relaxed);
 }
 
 FORK_CHILD_PATH static void uploader_atexit(void)
@@ -219,86 +197,17 @@ static void register_atexit_after_curl(void)
  * it gave up waiting first. Returns false when uploader_stop already counted it. */
 static bool claim_final_count(void)
 {
-	pthread_mutex_lock(ctl.lock);
-	bool mine = !ctl.abandoned;
-	ctl.final_counted = true;
-	pthread_mutex_unlock(ctl.lock);
+	pthread_mutex_lock(up_ctl.lock);
+	bool mine = !up_ctl.abandoned;
+	up_ctl.final_counted = true;
+	pthread_mutex_unlock(up_ctl.lock);
 	return mine;
-}
-
-/* When this period's exports must be over: a margin before the next swap. */
-static uint64_t period_deadline(uint64_t next, uint64_t period)
-{
-	return next - period / PERIOD_MARGIN_DIVISOR;
-}
-
-/* The upload service's clock: the end of the current period (CLOCK_MONOTONIC). The
- * thread's. */
-static uint64_t upload_next;
-
-/* The upload service: one period's profile (upload_cycle_run), at the period's end or
- * when a flush asks for it (kicked). */
-static uint64_t upload_run(void *arg, uint64_t now)
-{
-	struct upload_ctx *ctx = arg;
-	uint64_t period = up_cfg->upload_period_ns;
-	pthread_mutex_lock(ctl.lock);
-	uint64_t flush_gen = ctl.flush_requested;
-	ctl.cycling = true;
-	pthread_mutex_unlock(ctl.lock);
-	while (upload_next <= now)
-		upload_next += period; /* a missed period is skipped, not made up */
-	upload_cycle_run(ctx, false, period_deadline(upload_next, period));
-	live_sym = ctx->sym; /* read by the fork child handler, once not cycling */
-	now = clock_now_ns(CLOCK_MONOTONIC);
-	while (upload_next <= now)
-		upload_next += period;
-	pthread_mutex_lock(ctl.lock);
-	ctl.cycling = false;
-	ctl.flush_completed = flush_gen;
-	pthread_cond_broadcast(&ctl.cond); /* uploader_flush */
-	pthread_mutex_unlock(ctl.lock);
-	return upload_next;
-}
-
-/* Work on ctx->sym marked warming: a fork meanwhile must not adopt a symbolizer
- * mid-update. Not cycling: an exit with nothing sampled need not wait. */
-static void while_warming(struct upload_ctx *ctx, bool jit)
-{
-	pthread_mutex_lock(ctl.lock);
-	ctl.warming = true;
-	pthread_mutex_unlock(ctl.lock);
-	if (jit)
-		upload_cycle_jit(ctx);
-	else
-		upload_cycle_warm(ctx, &exiting);
-	live_sym = ctx->sym;
-	pthread_mutex_lock(ctl.lock);
-	ctl.warming = false;
-	pthread_mutex_unlock(ctl.lock);
-}
-
-/* JIT code's names from the perf map every tenth of a period, a second at most: a JIT
- * that removes its map, or whose only profile is made at exit, keeps them. */
-static uint64_t jit_run(void *arg, uint64_t now)
-{
-	while_warming(arg, true);
-	uint64_t every = up_cfg->upload_period_ns / 10;
-	return now + (every < NS_PER_SEC ? every : NS_PER_SEC);
-}
-
-/* The symbol tables every fork child needs, read once this process has forked. */
-static uint64_t warm_run(void *arg, uint64_t now)
-{
-	(void)now;
-	while_warming(arg, false);
-	return BG_NEVER;
 }
 
 /* The table; arg (the thread's upload context) and the upload's first due time are
  * filled in as the thread starts. */
 static struct bg_service services[SVC_COUNT] = {
-    [SVC_UPLOAD] = {.name = "upload", .run = upload_run},
+    [SVC_UPLOAD] = {.name = "upload", .run = upload_service_run},
     [SVC_MODULES] = {.name = "modules",
 		     .run = host_agent_modules_run,
 		     .first_due_ns = 0,
@@ -308,7 +217,7 @@ static struct bg_service services[SVC_COUNT] = {
 		  .wanted = host_agent_room_wanted,
 		  .first_due_ns = BG_NEVER,
 		  .nests = true},
-    [SVC_WARM] = {.name = "warm", .run = warm_run, .first_due_ns = BG_NEVER},
+    [SVC_WARM] = {.name = "warm", .run = warm_service_run, .first_due_ns = BG_NEVER},
     [SVC_THREADS] = {.name = "threads",
 		     .run = host_agent_threads_run,
 		     .wanted = host_agent_threads_wanted,
@@ -321,7 +230,7 @@ static struct bg_service services[SVC_COUNT] = {
 		   .wanted = host_agent_hooks_wanted,
 		   .first_due_ns = 0,
 		   .nests = true},
-    [SVC_JIT] = {.name = "jit", .run = jit_run, .first_due_ns = 0},
+    [SVC_JIT] = {.name = "jit", .run = jit_service_run, .first_due_ns = 0},
 };
 
 /* While an upload waits on the network: memory, unwind tables and timers, so that a
@@ -336,7 +245,7 @@ static struct bg_service services[SVC_COUNT] = {
 
 static void host_setup(void)
 {
-	bg_host_init(&host, ctl.lock, &ctl.cond, &host_thr);
+	bg_host_init(&host, up_ctl.lock, &up_ctl.cond, &host_thr);
 	for (unsigned i = 0; i < SVC_COUNT; i++)
 		bg_host_add(&host, &services[i]);
 	host.start = start_for_host;
@@ -349,7 +258,7 @@ static void *uploader_main(void *arg)
 {
 	(void)arg;
 	raw_syscall(SYS_prctl, PR_SET_NAME, (long)UPLOADER_THREAD_NAME, 0, 0);
-	export_set_make(up_cfg, ctl.lock);
+	export_set_make(up_cfg, up_ctl.lock);
 	/* A fork child of a parent that had built no table (its thread had not started),
 	 * or that forked before its registry caught up with its loads (a library loaded
 	 * by libc itself, or by name, just before a pre-fork server forks its workers):
@@ -362,7 +271,7 @@ static void *uploader_main(void *arg)
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.sym = inherited_sym; /* NULL unless we are a fork child's new thread */
 	inherited_sym = NULL;
-	live_sym = ctx.sym;
+	up_live_sym = ctx.sym;
 	pb_init(&ctx.gz);
 	export_set_client_init(&ctx.out);
 	export_datadog_runtime_id_new(ctx.runtime_id);
@@ -384,7 +293,7 @@ static void *uploader_main(void *arg)
 	uint64_t start_rt = profiles_start_ns(profiles_active(up_profiles));
 	uint64_t age = now_rt > start_rt ? now_rt - start_rt : 0;
 	uint64_t first = period - (age < period ? age : period);
-	upload_next = clock_now_ns(CLOCK_MONOTONIC) + first;
+	upload_services_first(clock_now_ns(CLOCK_MONOTONIC) + first);
 	services[SVC_UPLOAD].first_due_ns = first;
 	services[SVC_UPLOAD].arg = &ctx;
 	services[SVC_WARM].arg = &ctx;
@@ -393,35 +302,35 @@ static void *uploader_main(void *arg)
 	http_send_set_host(&host, SERVICES_WHILE_WAITING);
 	/* New threads' timers are armed by this thread from now on (agent/sample/threads.h). */
 	threads_defer_arming(&host, SVC_THREADS);
-	pthread_mutex_lock(ctl.lock);
+	pthread_mutex_lock(up_ctl.lock);
 	/* Returns when uploader_stop or uploader_quiesce asks (bg_host_leave_locked). */
 	bg_host_serve(&host);
 	/* Threads arm their own timers again. */
 	threads_defer_arming(NULL, 0);
-	if (!ctl.quiesce) {
+	if (!up_ctl.quiesce) {
 		/* The final profile, one attempt per exporter (uploader_stop waits for it). A
 		 * quiesce sends nothing: a filter for every thread is about to be installed,
 		 * or the process must be single-threaded for a moment. */
-		ctl.cycling = true;
-		pthread_mutex_unlock(ctl.lock);
+		up_ctl.cycling = true;
+		pthread_mutex_unlock(up_ctl.lock);
 		upload_cycle_run(&ctx, true, UINT64_MAX);
-		live_sym = ctx.sym;
-		pthread_mutex_lock(ctl.lock);
-		ctl.cycling = false;
-		ctl.flush_completed = ctl.flush_requested;
+		up_live_sym = ctx.sym;
+		pthread_mutex_lock(up_ctl.lock);
+		up_ctl.cycling = false;
+		up_ctl.flush_completed = up_ctl.flush_requested;
 	}
-	ctl.done = true;
+	up_ctl.done = true;
 	hosting_update_locked();
-	pthread_cond_broadcast(&ctl.cond);
-	pthread_mutex_unlock(ctl.lock);
+	pthread_cond_broadcast(&up_ctl.cond);
+	pthread_mutex_unlock(up_ctl.lock);
 	/* Release pairs with uploader_final_from_signal's acquire: the export is done. */
 	atomic_store_explicit(&final_made, true, memory_order_release);
 	/* The process is exiting: nothing is freed. libcurl handles are left to it
 	 * (cleaning them up could race with the TLS library's own exit cleanup), and
 	 * freeing the symbolizer and buffers would only cost time: in a fork child every
-	 * page they touch is shared with the parent and would be copied first. live_sym
+	 * page they touch is shared with the parent and would be copied first. up_live_sym
 	 * keeps the symbolizer reachable for leak checkers. */
-	live_sym = ctx.sym;
+	up_live_sym = ctx.sym;
 	return NULL;
 }
 
@@ -433,12 +342,12 @@ static int spawn_thread(void)
 	 * (agent/unwind/modules.h). Not MADV_WIPEONFORK: a fork child reuses it as it
 	 * inherited it, a copy-on-write page for the descriptor, no zero-fill. */
 	pthread_t t;
-	int rc = own_thread_create(&ctl.stack, PROFILER_THREAD_STACK_BYTES, up_create, &t,
+	int rc = own_thread_create(&up_ctl.stack, PROFILER_THREAD_STACK_BYTES, up_create, &t,
 				   uploader_main, NULL);
 	if (rc == 0) {
-		ctl.thread = t;
-		ctl.joinable = true;
-		ctl.running = true;
+		up_ctl.thread = t;
+		up_ctl.joinable = true;
+		up_ctl.running = true;
 		atomic_store_explicit(&final_made, false, memory_order_relaxed);
 		atomic_store_explicit(&thread_spawned, true, memory_order_relaxed);
 	}
@@ -471,7 +380,7 @@ FORK_CHILD_PATH static void start_deferred(bool may_wait)
 {
 	/* Acquire pairs with uploader_start's release (the pid before the flag); the fork
 	 * child handler sets both before the child has another thread. Decided again below
-	 * under ctl.lock. */
+	 * under up_ctl.lock. */
 	if (!atomic_load_explicit(&spawn_pending, memory_order_acquire) ||
 	    spawn_pending_pid != getpid())
 		return;
@@ -484,13 +393,13 @@ FORK_CHILD_PATH static void start_deferred(bool may_wait)
 	 * another library's fork handler while our prepare handler holds the lock in this
 	 * very thread; the thread then starts at a later call. */
 	if (may_wait)
-		pthread_mutex_lock(ctl.lock);
-	else if (pthread_mutex_trylock(ctl.lock) != 0)
+		pthread_mutex_lock(up_ctl.lock);
+	else if (pthread_mutex_trylock(up_ctl.lock) != 0)
 		return;
 	bool mine = atomic_exchange_explicit(&spawn_pending, false, memory_order_relaxed);
-	int rc = mine && !ctl.stop ? spawn_thread() : 0;
+	int rc = mine && !up_ctl.stop ? spawn_thread() : 0;
 	hosting_update_locked();
-	pthread_mutex_unlock(ctl.lock);
+	pthread_mutex_unlock(up_ctl.lock);
 	if (rc != 0)
 		modules_host_failed(up_create); /* unwind tables all the same */
 	if (rc != 0)
@@ -536,7 +445,7 @@ static bool wait_until(uint64_t deadline, bool (*pred)(uint64_t), uint64_t arg)
 		if (clock_now_ns(CLOCK_MONOTONIC) >= deadline)
 			return false;
 		struct timespec ts = clock_ns_to_timespec(deadline);
-		pthread_cond_clockwait(&ctl.cond, ctl.lock, CLOCK_MONOTONIC, &ts);
+		pthread_cond_clockwait(&up_ctl.cond, up_ctl.lock, CLOCK_MONOTONIC, &ts);
 	}
 	return true;
 }
@@ -544,12 +453,12 @@ static bool wait_until(uint64_t deadline, bool (*pred)(uint64_t), uint64_t arg)
 static bool is_done(uint64_t unused)
 {
 	(void)unused;
-	return ctl.done;
+	return up_ctl.done;
 }
 
 static bool flushed(uint64_t gen)
 {
-	return ctl.flush_completed >= gen || ctl.done;
+	return up_ctl.flush_completed >= gen || up_ctl.done;
 }
 
 bool uploader_quiesce(uint64_t timeout_ns)
@@ -557,32 +466,32 @@ bool uploader_quiesce(uint64_t timeout_ns)
 	/* Never started again in this process. */
 	atomic_store_explicit(&spawn_pending, false, memory_order_relaxed);
 	/* Warming gives up between modules (as at exit). */
-	atomic_store_explicit(&exiting, true, memory_order_relaxed);
-	/* The waits below are cancellation points: a cancel must not leave ctl.lock held
+	atomic_store_explicit(&up_exiting, true, memory_order_relaxed);
+	/* The waits below are cancellation points: a cancel must not leave up_ctl.lock held
 	 * (fork and exit take it). */
 	int cancel_state;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	pthread_mutex_lock(ctl.lock);
+	pthread_mutex_lock(up_ctl.lock);
 	bool gone = true;
-	if (ctl.running && !ctl.done) {
+	if (up_ctl.running && !up_ctl.done) {
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
-		ctl.quiesce = ctl.stop = true;
+		up_ctl.quiesce = up_ctl.stop = true;
 		/* HTTP in flight gives up at its next poll (a lone deadline: relaxed). */
 		atomic_store_explicit(&exit_abort_ns, now, memory_order_relaxed);
 		bg_host_leave_locked(&host, true);
 		gone = wait_until(now + timeout_ns, is_done, 0);
 	}
 	hosting_update_locked();
-	bool join = gone && ctl.joinable;
-	ctl.joinable &= !join;
-	pthread_t t = ctl.thread;
-	pthread_mutex_unlock(ctl.lock);
+	bool join = gone && up_ctl.joinable;
+	up_ctl.joinable &= !join;
+	pthread_t t = up_ctl.thread;
+	pthread_mutex_unlock(up_ctl.lock);
 	/* Returns once the kernel has cleared the thread's id: it makes no more system
 	 * calls. The thread only unlocks and returns after setting done. */
 	if (join && pthread_join(t, NULL) == 0) {
-		pthread_mutex_lock(ctl.lock);
-		own_thread_stack_release(&ctl.stack);
-		pthread_mutex_unlock(ctl.lock);
+		pthread_mutex_lock(up_ctl.lock);
+		own_thread_stack_release(&up_ctl.stack);
+		pthread_mutex_unlock(up_ctl.lock);
 	}
 	pthread_setcancelstate(cancel_state, NULL);
 	return gone;
@@ -590,46 +499,47 @@ bool uploader_quiesce(uint64_t timeout_ns)
 
 void uploader_resume(void)
 {
-	pthread_mutex_lock(ctl.lock);
-	if (ctl.quiesce && ctl.done && !ctl.joinable) {
+	pthread_mutex_lock(up_ctl.lock);
+	if (up_ctl.quiesce && up_ctl.done && !up_ctl.joinable) {
 		/* The stopped thread is gone (joined): a new one starts at the next need. */
-		ctl.running = ctl.stop = ctl.done = ctl.quiesce = ctl.cycling = false;
+		up_ctl.running = up_ctl.stop = up_ctl.done = up_ctl.quiesce = up_ctl.cycling =
+		    false;
 		atomic_store_explicit(&thread_spawned, false, memory_order_relaxed);
 		atomic_store_explicit(&exit_abort_ns, 0, memory_order_relaxed);
-		atomic_store_explicit(&exiting, false, memory_order_relaxed);
+		atomic_store_explicit(&up_exiting, false, memory_order_relaxed);
 		bg_host_reset(&host);
 		spawn_pending_pid = getpid();
 		atomic_store_explicit(&spawn_pending, true, memory_order_release);
 		hosting_update_locked();
 	}
-	pthread_mutex_unlock(ctl.lock);
+	pthread_mutex_unlock(up_ctl.lock);
 }
 
 /* The thread is told to stop, and waited for when it has a final profile to send. */
 FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 {
-	atomic_store_explicit(&exiting, true, memory_order_relaxed);
-	pthread_mutex_lock(ctl.lock);
-	if (ctl.running && !ctl.stop && !ctl.cycling && profiles_empty(up_profiles) &&
+	atomic_store_explicit(&up_exiting, true, memory_order_relaxed);
+	pthread_mutex_lock(up_ctl.lock);
+	if (up_ctl.running && !up_ctl.stop && !up_ctl.cycling && profiles_empty(up_profiles) &&
 	    !atomic_load_explicit(&sweep_duty, memory_order_relaxed)) {
 		/* Nothing sampled since the last upload and nothing in flight: no final
 		 * profile, so no reason to wait for the thread, nor to wake it: it stays
 		 * parked until the process ends (a short fork child exits at once, and
 		 * its exit does not compete with the thread's). A root parent's final
 		 * cycle moves its children's last spooled profiles. */
-		ctl.stop = true;
+		up_ctl.stop = true;
 		bg_host_leave_locked(&host, false);
-	} else if (ctl.running && !ctl.stop) {
+	} else if (up_ctl.running && !up_ctl.stop) {
 		uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
 		uint64_t grace = timeout_ns / 2 < EXIT_GRACE_NS ? timeout_ns / 2 : EXIT_GRACE_NS;
 		/* Relaxed: a lone deadline, read by the thread at its next poll; the
 		 * broadcast below (under the lock) wakes it if it is waiting instead. */
 		atomic_store_explicit(&exit_abort_ns, now + timeout_ns - grace,
 				      memory_order_relaxed);
-		ctl.stop = true;
+		up_ctl.stop = true;
 		bg_host_leave_locked(&host, true);
-		if (!wait_until(now + timeout_ns, is_done, 0) && !ctl.final_counted) {
-			ctl.abandoned = true;
+		if (!wait_until(now + timeout_ns, is_done, 0) && !up_ctl.final_counted) {
+			up_ctl.abandoned = true;
 			upload_stats_count(&upload_counters.uploads_dropped, export_set_count());
 			upload_stats_count(&upload_counters.export_failures, export_set_count());
 			log_warn("the final profile was not exported within %llu ms "
@@ -637,7 +547,7 @@ FORK_CHILD_PATH static void stop_thread(uint64_t timeout_ns)
 				 (unsigned long long)(timeout_ns / 1000000));
 		}
 	}
-	pthread_mutex_unlock(ctl.lock);
+	pthread_mutex_unlock(up_ctl.lock);
 }
 
 FORK_CHILD_PATH void uploader_stop(void)
@@ -688,7 +598,7 @@ bool uploader_final_from_signal(void)
 	/* Relaxed: lone deadlines and flags the thread reads at its next poll, as at exit
 	 * (stop_thread); the leave below wakes it. */
 	atomic_store_explicit(&exit_abort_ns, now + timeout - grace, memory_order_relaxed);
-	atomic_store_explicit(&exiting, true, memory_order_relaxed);
+	atomic_store_explicit(&up_exiting, true, memory_order_relaxed);
 	bg_host_leave_async(&host);
 	/* Acquire pairs with uploader_main's release store of final_made. */
 	while (!atomic_load_explicit(&final_made, memory_order_acquire) &&
@@ -703,19 +613,19 @@ int uploader_flush(uint64_t timeout_ns)
 {
 	int rc = 0;
 	start_deferred(true);
-	/* The wait is a cancellation point: a cancel must not leave ctl.lock held. */
+	/* The wait is a cancellation point: a cancel must not leave up_ctl.lock held. */
 	int cancel_state;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-	pthread_mutex_lock(ctl.lock);
-	if (!ctl.running || ctl.done) {
+	pthread_mutex_lock(up_ctl.lock);
+	if (!up_ctl.running || up_ctl.done) {
 		rc = -ESRCH;
 	} else {
-		uint64_t gen = ++ctl.flush_requested;
+		uint64_t gen = ++up_ctl.flush_requested;
 		bg_host_kick_locked(&host, SVC_UPLOAD);
 		if (!wait_until(clock_now_ns(CLOCK_MONOTONIC) + timeout_ns, flushed, gen))
 			rc = -ETIMEDOUT;
 	}
-	pthread_mutex_unlock(ctl.lock);
+	pthread_mutex_unlock(up_ctl.lock);
 	pthread_setcancelstate(cancel_state, NULL);
 	return rc;
 }
@@ -762,7 +672,7 @@ void uploader_atfork_prepare(void)
 {
 	/* Never held across I/O or serialization: this waits for at most a few
 	 * instructions, never for an upload in flight. */
-	pthread_mutex_lock(ctl.lock);
+	pthread_mutex_lock(up_ctl.lock);
 }
 
 void uploader_atfork_parent(void)
@@ -773,26 +683,26 @@ void uploader_atfork_parent(void)
 	/* The first fork: this process has children, whose exit names what they sampled
 	 * with the symbolizer they adopt from it (upload_cycle_warm). The thread, when it
 	 * runs, readies it; every later fork only reads the flag. */
-	if (!ctl.warm_asked) {
-		ctl.warm_asked = true;
+	if (!up_ctl.warm_asked) {
+		up_ctl.warm_asked = true;
 		bg_host_kick_locked(&host, SVC_WARM);
 	}
-	pthread_mutex_unlock(ctl.lock);
+	pthread_mutex_unlock(up_ctl.lock);
 }
 
 FORK_CHILD_PATH void uploader_atfork_child(void)
 {
 	atomic_store_explicit(&sweep_duty, false, memory_order_relaxed);
-	bool was_running = uploader_wanted && !ctl.stop;
+	bool was_running = uploader_wanted && !up_ctl.stop;
 	forked = true;
 	owner_pid = threads_fork_child_pid();
-	bool busy = ctl.cycling || ctl.warming;
-	inherited_sym = busy ? NULL : live_sym;
+	bool busy = up_ctl.cycling || up_ctl.warming;
+	inherited_sym = busy ? NULL : up_live_sym;
 	if (!inherited_sym)
 		dw_api_forget_sessions(); /* they were the parent thread's */
 	/* The parent's thread may have been inside libdw (a lock or a one-time
 	 * initialization of its own held by a thread that is not here): never call it. */
-	if (busy && live_sym)
+	if (busy && up_live_sym)
 		dw_api_forbid_after_fork();
 	/* Fresh control block: the old one's lock is held by this thread (prepare) and
 	 * its waiters live in the parent. */
