@@ -57,6 +57,7 @@
 #include "common/big_alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/sort.h"
 
 struct symbolizer *symbolizer_new(void)
 {
@@ -431,6 +432,11 @@ static const char *outer_name(const struct module *m, uint64_t vaddr, const char
 	return e ? sym_table_name(&m->syms, e) : NULL; /* sizeless: the nearest label */
 }
 
+/* Caches the frames found for vaddr in m (demangled; all named or nothing) and returns
+ * how many are stored. */
+static size_t store(struct symbolizer *s, struct module *m, uint64_t vaddr, struct sym_frame *fr,
+		    size_t n, const struct sym_frame **stored);
+
 /* Resolves vaddr in m (a cache miss) and caches the result, named or not. */
 static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 		      const struct sym_frame **stored)
@@ -460,13 +466,13 @@ static size_t resolve(struct symbolizer *s, struct module *m, uint64_t vaddr,
 		fr[n++] = (struct sym_frame){NULL, NULL, 0};
 	if (!scan)
 		fr[n - 1].function = outer_name(m, vaddr, fr[n - 1].function);
-	return symbolizer_store(s, m, vaddr, fr, n, stored);
+	return store(s, m, vaddr, fr, n, stored);
 }
 
 /* Caches the frames found for vaddr (demangled; all named or nothing) and returns how
  * many are stored. */
-size_t symbolizer_store(struct symbolizer *s, struct module *m, uint64_t vaddr,
-			struct sym_frame *fr, size_t n, const struct sym_frame **stored)
+static size_t store(struct symbolizer *s, struct module *m, uint64_t vaddr, struct sym_frame *fr,
+		    size_t n, const struct sym_frame **stored)
 {
 	/* All named or nothing (see the top of the file). */
 	for (size_t i = 0; i < n; i++)
@@ -525,6 +531,96 @@ void symbolizer_jit_prune(struct symbolizer *s, uint32_t epoch)
 {
 	if (s->jit)
 		perf_map_prune(s->jit, epoch);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Names only: one module's uncached addresses, named in one pass over its symbols. */
+static void prime_module(struct symbolizer *s, struct module *m, uint64_t *v, size_t n)
+{
+	sort_inplace(v, n, sizeof(*v), u64_cmp);
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++)
+		if (w == 0 || v[w - 1] != v[i])
+			v[w++] = v[i];
+	n = w;
+	char buf[SCAN_NAME_MAX];
+	if (n < 2 || !sym_short_open(m))
+		return;
+	struct sym_elf_hit *hits = calloc(n, sizeof(*hits));
+	if (!hits)
+		return;
+	sym_elf_scan_find_many(m->scan, v, n, hits);
+	uint64_t cpu0 = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
+	for (size_t i = 0; i < n; i++) {
+		const struct sym_frame *fr;
+		size_t k;
+		if (sym_cache_get(&m->cache, v[i], &fr, &k))
+			continue;
+		const char *name = NULL;
+		if (hits[i].name) {
+			size_t len = hits[i].len < sizeof(buf) - 1 ? hits[i].len : sizeof(buf) - 1;
+			memcpy(buf, hits[i].name, len);
+			buf[len] = 0;
+			name = buf;
+		}
+		if ((!name || hits[i].size == 0) && m->elf.is_program &&
+		    v[i] - m->elf.entry < ENTRY_CODE_MAX)
+			name = START_NAME;
+		struct sym_frame one = {name, NULL, 0};
+		store(s, m, v[i], &one, 1, &fr);
+		s->st.elf_lookups++;
+	}
+	s->st.resolve_cpu_ns += clock_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+	free(hits);
+}
+
+bool symbolizer_names_only(const struct symbolizer *s)
+{
+	return s->names_only;
+}
+
+void symbolizer_prime(struct symbolizer *s, const uintptr_t *pcs, const bool *is_return, size_t n)
+{
+	if (!s->names_only || n == 0)
+		return;
+	/* Per module: its file virtual addresses not cached yet. */
+	uint64_t *v = malloc(n * sizeof(*v));
+	struct module **of = malloc(n * sizeof(*of));
+	if (!v || !of) {
+		free(v);
+		free(of);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int idx = symbolizer_find_mapping(s, pcs[i]);
+		of[i] = NULL;
+		if (idx < 0 || !s->maps[idx].mod || !s->maps[idx].delta_known)
+			continue;
+		of[i] = s->maps[idx].mod;
+		v[i] =
+		    (uint64_t)((int64_t)pcs[i] + s->maps[idx].vaddr_delta) - (is_return[i] ? 1 : 0);
+	}
+	uint64_t *mine = malloc(n * sizeof(*mine));
+	for (size_t i = 0; mine && i < n; i++) {
+		struct module *m = of[i];
+		if (!m)
+			continue;
+		size_t k = 0;
+		for (size_t j = i; j < n; j++)
+			if (of[j] == m) {
+				mine[k++] = v[j];
+				of[j] = NULL;
+			}
+		prime_module(s, m, mine, k);
+	}
+	free(mine);
+	free(v);
+	free(of);
 }
 
 size_t symbolizer_frames(struct symbolizer *s, uintptr_t pc, bool is_return_address,

@@ -75,15 +75,12 @@ struct symbolizer {
 	struct symbolizer_stats st;
 };
 
-/* Caches the frames found for vaddr in m (demangled; all named or nothing) and returns
- * how many are stored (symbolizer.c). */
-size_t symbolizer_store(struct symbolizer *s, struct module *m, uint64_t vaddr,
-			struct sym_frame *fr, size_t n, const struct sym_frame **stored);
-
 /* A short process's naming (sym_short.c): m's table from its debug file or itself by
  * libelf (0, or a negative errno: then libdw is asked); one address searched in place
  * (false: not this way, the table is needed). */
 int sym_short_symbols(struct module *m);
+/* Opens m's in-place search (m->scan) if it may still be used: true when it is open. */
+bool sym_short_open(struct module *m);
 bool sym_short_scan(struct module *m, uint64_t vaddr, struct sym_frame *fr, char *buf, size_t len);
 
 #endif
