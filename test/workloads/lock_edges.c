@@ -126,7 +126,7 @@ static void protocol_paths(void)
 static void *hold_rwlock(void *arg)
 {
 	pthread_rwlock_wrlock(arg);
-	sleep(1);
+	usleep(300000);
 	pthread_rwlock_unlock(arg);
 	return NULL;
 }
@@ -134,7 +134,7 @@ static void *hold_rwlock(void *arg)
 static void *hold_mutex(void *arg)
 {
 	pthread_mutex_lock(arg);
-	sleep(1);
+	usleep(300000);
 	pthread_mutex_unlock(arg);
 	return NULL;
 }
