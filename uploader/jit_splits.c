@@ -25,6 +25,7 @@ struct record_walk {
 	struct jit_splits *s;
 	const struct symbolizer *sym;
 	uint32_t before;
+	uint64_t lo, hi; /* what the pass renamed lies in [lo, hi): other pcs are skipped */
 };
 
 static void push(struct jit_splits *s, const struct jit_split *r)
@@ -47,9 +48,11 @@ static void visit(const struct trie_node *node, void *arg)
 {
 	struct record_walk *w = arg;
 	bool renamed = false;
-	for (uint32_t i = 0; i < node->npcs && !renamed; i++)
-		renamed = node->pcs[i] > PC_SYNTHETIC_MAX &&
+	for (uint32_t i = 0; i < node->npcs && !renamed; i++) {
+		uintptr_t pc = node->pcs[i] - (i > 0);
+		renamed = node->pcs[i] > PC_SYNTHETIC_MAX && pc >= w->lo && pc < w->hi &&
 			  symbolizer_jit_renamed(w->sym, node->pcs[i], i > 0, w->before);
+	}
 	if (!renamed)
 		return;
 	struct jit_split r = {.node = node, .epoch = w->before};
@@ -69,8 +72,10 @@ void jit_splits_record(struct jit_splits *s, const struct profile *active,
 		s->n = s->sorted = 0;
 		s->profile = active;
 	}
-	struct record_walk w = {s, sym, before};
-	trie_foreach(&active->trie, visit, &w);
+	struct record_walk w = {s, sym, before, 0, 0};
+	symbolizer_jit_last_span(sym, &w.lo, &w.hi);
+	if (w.lo < w.hi)
+		trie_foreach(&active->trie, visit, &w);
 }
 
 static int split_cmp(const void *a, const void *b)

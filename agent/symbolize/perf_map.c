@@ -64,9 +64,10 @@ struct perf_map {
 	 * (perf_map.h: epochs). Sorted by start; they may overlap one another. */
 	struct perf_map_retired *retired;
 	size_t nretired, capretired;
-	uint64_t retired_max_len; /* the longest one: bounds the lookup's scan */
-	uint32_t epoch;		  /* passes that retired something */
-	struct range *batch;	  /* lines of this pass, in file order */
+	uint64_t retired_max_len;  /* the longest one: bounds the lookup's scan */
+	uint32_t epoch;		   /* passes that retired something */
+	uint64_t last_lo, last_hi; /* the span of what the last such pass retired */
+	struct range *batch;	   /* lines of this pass, in file order */
 	size_t nbatch, capbatch;
 	char *names;
 	size_t names_len, names_cap;
@@ -374,6 +375,14 @@ static void finish_retired(struct perf_map *pm, size_t before)
 {
 	if (pm->nretired == before)
 		return;
+	pm->last_lo = UINT64_MAX;
+	pm->last_hi = 0;
+	for (size_t i = before; i < pm->nretired; i++) {
+		if (pm->retired[i].start < pm->last_lo)
+			pm->last_lo = pm->retired[i].start;
+		if (pm->retired[i].end > pm->last_hi)
+			pm->last_hi = pm->retired[i].end;
+	}
 	pm->epoch++;
 	sort_inplace(pm->retired, pm->nretired, sizeof(*pm->retired), retired_cmp);
 }
@@ -651,6 +660,12 @@ bool perf_map_renamed_since(const struct perf_map *pm, uintptr_t addr, uint32_t 
 uint32_t perf_map_epoch(const struct perf_map *pm)
 {
 	return pm->epoch;
+}
+
+void perf_map_last_span(const struct perf_map *pm, uint64_t *lo, uint64_t *hi)
+{
+	*lo = pm->epoch ? pm->last_lo : 0;
+	*hi = pm->epoch ? pm->last_hi : 0;
 }
 
 void perf_map_prune(struct perf_map *pm, uint32_t epoch)

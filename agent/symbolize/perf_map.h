@@ -112,6 +112,9 @@ const char *perf_map_find_at(struct perf_map *pm, uintptr_t addr, uint32_t epoch
 /* Whether addr had another name at epoch than it has now. */
 bool perf_map_renamed_since(const struct perf_map *pm, uintptr_t addr, uint32_t epoch);
 uint32_t perf_map_epoch(const struct perf_map *pm);
+/* [lo, hi): the addresses the last pass that retired something retired within (empty
+ * before any). */
+void perf_map_last_span(const struct perf_map *pm, uint64_t *lo, uint64_t *hi);
 /* Forgets the retired entries that name only epochs before epoch. */
 void perf_map_prune(struct perf_map *pm, uint32_t epoch);
 

@@ -527,6 +527,13 @@ size_t symbolizer_jit_frames_at(struct symbolizer *s, uintptr_t pc, bool is_retu
 	return 1;
 }
 
+void symbolizer_jit_last_span(const struct symbolizer *s, uint64_t *lo, uint64_t *hi)
+{
+	*lo = *hi = 0;
+	if (s->jit)
+		perf_map_last_span(s->jit, lo, hi);
+}
+
 void symbolizer_jit_prune(struct symbolizer *s, uint32_t epoch)
 {
 	if (s->jit)

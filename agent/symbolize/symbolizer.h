@@ -148,6 +148,8 @@ bool symbolizer_jit_renamed(const struct symbolizer *s, uintptr_t pc, bool is_re
 size_t symbolizer_jit_frames_at(struct symbolizer *s, uintptr_t pc, bool is_return_address,
 				uint32_t epoch, struct sym_frame *out, size_t max);
 void symbolizer_jit_prune(struct symbolizer *s, uint32_t epoch);
+/* The span of the addresses the perf map's last renaming pass renamed (empty: none). */
+void symbolizer_jit_last_span(const struct symbolizer *s, uint64_t *lo, uint64_t *hi);
 
 /* Name of the function holding pc (the last of its frames), or NULL. Same lifetime. */
 const char *symbolizer_function(struct symbolizer *s, uintptr_t pc, bool is_return_address);
