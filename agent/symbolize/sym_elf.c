@@ -200,46 +200,6 @@ static const char *scan_name(const struct elf_section *strs, const Elf64_Sym *sy
 	return *len ? name : NULL;
 }
 
-bool sym_elf_scan_find(const struct sym_elf_scan *sc, uint64_t vaddr, char *out, size_t len,
-		       uint64_t *size)
-{
-	const char *best = NULL;
-	size_t best_len = 0;
-	Elf64_Sym b = {0};
-	for (size_t t = 0; t < sc->ntables; t++) {
-		size_t count = sc->syms[t].len / sizeof(Elf64_Sym);
-		for (size_t i = 0; i < count; i++) {
-			Elf64_Sym sym;
-			memcpy(&sym, sc->syms[t].data + i * sizeof(sym), sizeof(sym));
-			int type = ELF64_ST_TYPE(sym.st_info);
-			if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
-			    sym.st_shndx == SHN_UNDEF || sym.st_value == 0 ||
-			    sym.st_value > vaddr || (best && sym.st_value < b.st_value))
-				continue;
-			size_t nl;
-			const char *name = scan_name(&sc->strs[t], &sym, &nl);
-			if (!name)
-				continue;
-			bool global = ELF64_ST_BIND(sym.st_info) != STB_LOCAL;
-			bool bglobal = ELF64_ST_BIND(b.st_info) != STB_LOCAL;
-			if (!best || sym.st_value > b.st_value ||
-			    sym_table_alias_cmp(sym.st_size, global, name, nl, b.st_size, bglobal,
-						best, best_len) < 0) {
-				best = name;
-				best_len = nl;
-				b = sym;
-			}
-		}
-	}
-	if (!best || (b.st_size != 0 && vaddr - b.st_value >= b.st_size) || len == 0)
-		return false;
-	size_t k = best_len < len - 1 ? best_len : len - 1;
-	memcpy(out, best, k);
-	out[k] = 0;
-	*size = b.st_size;
-	return true;
-}
-
 /* Whether sym (named name, nl bytes) is the better answer than the hit's symbol (at b):
  * a greater address, or the preferred alias at the same one. */
 static bool scan_better(const Elf64_Sym *sym, const char *name, size_t nl,
@@ -304,6 +264,20 @@ void sym_elf_scan_find_many(const struct sym_elf_scan *sc, const uint64_t *v, si
 		    v[i] - best[i].st_value >= best[i].st_size)
 			hits[i].name = NULL;
 	free(best);
+}
+
+bool sym_elf_scan_find(const struct sym_elf_scan *sc, uint64_t vaddr, char *out, size_t len,
+		       uint64_t *size)
+{
+	struct sym_elf_hit hit;
+	sym_elf_scan_find_many(sc, &vaddr, 1, &hit);
+	if (!hit.name || len == 0)
+		return false;
+	size_t k = hit.len < len - 1 ? hit.len : len - 1;
+	memcpy(out, hit.name, k);
+	out[k] = 0;
+	*size = hit.size;
+	return true;
 }
 
 void sym_elf_scan_close(struct sym_elf_scan *sc)
