@@ -32,6 +32,7 @@
 #include "agent/wall/wall_threads.h"
 #include "agent/sample/app_signals.h"
 #include "agent/sample/fork_local.h"
+#include "agent/sample/mask_view.h"
 #include "agent/sample/threads.h"
 #include "agent/symbolize/perf_map.h"
 #include "agent/unwind/boot_cfi.h"
@@ -91,7 +92,8 @@ static void block_sampling_signal_if_needed(void)
 	bool unblock = false;
 	if (always_block_for_fork) {
 		sigset_t old;
-		pthread_sigmask(SIG_BLOCK, &sampling_set, &old);
+		sigemptyset(&old);
+		raw_sigmask(SIG_BLOCK, &sampling_set, &old);
 		unblock = sigismember(&old, sampler_signal()) != 1;
 	}
 	if (fork_unblock != unblock)
@@ -105,7 +107,7 @@ static void block_sampling_signal_if_needed(void)
 static void restore_signal_mask_parent(void)
 {
 	if (fork_unblock) {
-		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
+		raw_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
 		atomic_fetch_sub_explicit(&forks_blocking, 1, memory_order_relaxed);
 	}
 }
@@ -116,7 +118,7 @@ FORK_CHILD_PATH static void restore_signal_mask_child(void)
 	if (atomic_load_explicit(&forks_blocking, memory_order_relaxed) == 0)
 		return;
 	if (fork_unblock)
-		pthread_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
+		raw_sigmask(SIG_UNBLOCK, &sampling_set, NULL);
 	atomic_store_explicit(&forks_blocking, 0, memory_order_relaxed);
 }
 
@@ -249,6 +251,38 @@ int agent_sampling_signal(void)
 	return agent_running() ? sampler_signal() : 0;
 }
 
+/* async-signal-safe */
+int agent_mask_view(void)
+{
+	return mask_view_signal();
+}
+
+/* async-signal-safe */
+bool agent_mask_blocked(void)
+{
+	return mask_view_blocked();
+}
+
+/* async-signal-safe */
+void agent_mask_set_blocked(bool blocked)
+{
+	mask_view_set_blocked(blocked);
+}
+
+/* async-signal-safe */
+bool agent_mask_hold(bool for_exec)
+{
+	if (agent_mask_view() <= 0)
+		return false;
+	return for_exec ? mask_view_hold_for_exec() : mask_view_hold();
+}
+
+/* async-signal-safe */
+void agent_mask_let_go(bool held)
+{
+	mask_view_let_go(held);
+}
+
 void agent_start(void)
 {
 	/* Release pairs with the wrapper's acquire. New threads register themselves from
@@ -264,6 +298,7 @@ void agent_start(void)
 		if (ns <= SAMPLER_STARTUP_CREDIT_MAX_NS)
 			profiles_note_startup(profiles, sampler_gettid(), ns);
 	}
+	mask_view_start(sampler_signal());
 	threads_start_self(is_main, 0);
 	threads_scan_existing();
 	start_allocations();
@@ -307,6 +342,7 @@ struct thread_start *agent_thread_new(void *(*fn)(void *), void *arg, const pthr
 	s->arg = arg;
 	s->stack_size = thread_start_stack_size(attr);
 	s->sandboxed = sandbox_thread_active();
+	s->sampling_masked = mask_view_blocked();
 	return s;
 }
 
@@ -319,6 +355,8 @@ void agent_thread_begin(struct thread_start *s, struct thread_start *out)
 {
 	memcpy(out, s, sizeof(*out));
 	thread_start_release(s);
+	/* The creator's mask is the new thread's: the view's bit too. */
+	mask_view_set_blocked(out->sampling_masked);
 	/* Filters are inherited: a thread created under one makes no new kind of system
 	 * call for us either (agent/sample/sandbox.h). */
 	if (out->sandboxed) {

@@ -85,6 +85,17 @@ static inline bool agent_running(void)
 /* async-signal-safe. The sampling signal while the agent runs, else 0. */
 int agent_sampling_signal(void);
 
+/* async-signal-safe. The application's view of the sampling signal in its mask
+ * (agent/sample/mask_view.h): the signal it is kept for (0: none; kept once the agent
+ * started on a kernel that allows it), the calling thread's bit, and a real block for a
+ * call whose child or new image inherits the mask (for_exec: a pending one is taken
+ * too), undone by let_go. */
+int agent_mask_view(void);
+bool agent_mask_blocked(void);
+void agent_mask_set_blocked(bool blocked);
+bool agent_mask_hold(bool for_exec);
+void agent_mask_let_go(bool held);
+
 /* ---------------------------------------------------------------- threads */
 
 /* Normal context, in pthread_create before the real one: the record a new thread reads

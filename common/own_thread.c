@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/asan.h"
+#include "common/raw_syscall.h"
 
 __thread bool own_thread_self __attribute__((tls_model("initial-exec")));
 
@@ -73,11 +74,12 @@ int own_thread_create(struct own_stack *s, size_t bytes, own_thread_create_fn cr
 	 * creator's mask back. */
 	sigset_t all, old;
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	sigemptyset(&old);
+	raw_sigmask(SIG_SETMASK, &all, &old);
 	s->fn = fn;
 	s->arg = arg;
 	rc = create(t, &attr, own_thread_main, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	raw_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc != 0)
 		own_thread_stack_release(s);

@@ -42,6 +42,15 @@ static inline long raw_syscall6(long nr, long a1, long a2, long a3, long a4, lon
 			 : "rcx", "r11", "memory");
 	return ret;
 }
+
+/* async-signal-safe. The calling thread's signal mask, as pthread_sigmask (the kernel's
+ * 64 signals: the first word of a sigset_t), without the interposed pthread_sigmask
+ * (preload/signal_mask.c: it keeps the sampling signal out of the kernel's mask).
+ * Returns 0 or a negative errno. */
+static inline long raw_sigmask(int how, const void *set, void *old)
+{
+	return raw_syscall(SYS_rt_sigprocmask, how, (long)set, (long)old, 8);
+}
 #else
 #error "libddprof supports x86-64 only"
 #endif

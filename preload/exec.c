@@ -15,7 +15,9 @@
  * and by uploader_before_exec in a vfork child, which shares its parent's memory.
  * glibc's execl, execlp, execle, execv and execvp reach execve inside libc, not through
  * an interposable call: each is interposed. posix_spawn, system and popen exec in their
- * child: the parent's profile is not concerned.
+ * child: the parent's profile is not concerned (their child's mask: signal_mask.c).
+ * The new program inherits the mask: where the sampling signal is blocked only in the
+ * application's view (agent/sample/mask_view.h), it is blocked for real for the exec.
  * Context: application threads, normal context or their signal handlers (then only the
  * next definition runs).
  */
@@ -51,13 +53,24 @@ __attribute__((constructor)) static void exec_resolve(void)
 	next_def((void **)&next_execveat, "execveat");
 }
 
-static void before_exec(void)
+static bool before_exec(void)
 {
-	if (!agent_running() || !agent_may_work_here())
-		return;
+	if (agent_running() && agent_may_work_here()) {
+		int saved = errno;
+		uploader_before_exec();
+		errno = saved;
+	}
+	/* Everywhere (a vfork child, a handler too): the new program inherits the mask. */
+	return agent_mask_hold(true);
+}
+
+/* The exec failed: the process goes on with the mask as it was. */
+static int after_failed_exec(bool held, int rc)
+{
 	int saved = errno;
-	uploader_before_exec();
+	agent_mask_let_go(held);
 	errno = saved;
+	return rc;
 }
 
 static int missing(void)
@@ -68,45 +81,45 @@ static int missing(void)
 
 DDPROF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	before_exec();
+	bool held = before_exec();
 	execve_fn f = (execve_fn)next_def((void **)&next_execve, "execve");
-	return f ? f(path, argv, envp) : missing();
+	return after_failed_exec(held, f ? f(path, argv, envp) : missing());
 }
 
 DDPROF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	before_exec();
+	bool held = before_exec();
 	execve_fn f = (execve_fn)next_def((void **)&next_execvpe, "execvpe");
-	return f ? f(file, argv, envp) : missing();
+	return after_failed_exec(held, f ? f(file, argv, envp) : missing());
 }
 
 DDPROF_EXPORT int execv(const char *path, char *const argv[])
 {
-	before_exec();
+	bool held = before_exec();
 	execv_fn f = (execv_fn)next_def((void **)&next_execv, "execv");
-	return f ? f(path, argv) : missing();
+	return after_failed_exec(held, f ? f(path, argv) : missing());
 }
 
 DDPROF_EXPORT int execvp(const char *file, char *const argv[])
 {
-	before_exec();
+	bool held = before_exec();
 	execv_fn f = (execv_fn)next_def((void **)&next_execvp, "execvp");
-	return f ? f(file, argv) : missing();
+	return after_failed_exec(held, f ? f(file, argv) : missing());
 }
 
 DDPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	before_exec();
+	bool held = before_exec();
 	fexecve_fn f = (fexecve_fn)next_def((void **)&next_fexecve, "fexecve");
-	return f ? f(fd, argv, envp) : missing();
+	return after_failed_exec(held, f ? f(fd, argv, envp) : missing());
 }
 
 DDPROF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 			   int flags)
 {
-	before_exec();
+	bool held = before_exec();
 	execveat_fn f = (execveat_fn)next_def((void **)&next_execveat, "execveat");
-	return f ? f(dirfd, path, argv, envp, flags) : missing();
+	return after_failed_exec(held, f ? f(dirfd, path, argv, envp, flags) : missing());
 }
 
 /* The variadic forms gather their arguments, as glibc's do, and go to the vector

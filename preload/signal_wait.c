@@ -10,10 +10,11 @@
  * What: the sampling signal is taken out of the set these calls are given (a signalfd's
  * mask included) and out of what sigpending reports, while the agent runs; a wait that
  * unblocks signals for its duration (sigsuspend here; ppoll, pselect and epoll_pwait in
- * entry_points.c) keeps it blocked when the thread blocks it, so that a pending one
- * does not end the wait (EINTR) where alone nothing would. The signal
- * stays pending in such a thread (its timer's overruns are counted, nothing piles up)
- * and is handled when the thread unblocks it. A program that waits for that signal
+ * entry_points.c) keeps it blocked when the thread blocks it (in its view, or for real),
+ * so that a pending one does not end the wait (EINTR) where alone nothing would. Where
+ * the kernel allows it the signal is never blocked for real (signal_mask.c); elsewhere
+ * it stays pending in such a thread (its timer's overruns are counted, nothing piles
+ * up) and is handled when the thread unblocks it. A program that waits for that signal
  * itself, sent by another (kill, sigqueue), no longer receives it through these calls:
  * DD_PROFILING_SIGNAL gives the profiler another. A raw system call (rt_sigtimedwait,
  * rt_sigpending, signalfd4) is not seen (README).
@@ -68,10 +69,12 @@ const sigset_t *signal_wait_keep_blocked(const sigset_t *m, sigset_t *copy)
 	int saved = errno;
 	const sigset_t *out = m;
 	sigset_t cur;
-	/* The kernel's mask, read without the interposable calls. */
+	sigemptyset(&cur);
+	/* Blocked in the application's view (signal_mask.c), or in the kernel's mask,
+	 * read without the interposable calls. */
 	if (sigismember(m, sig) == 0 &&
-	    raw_syscall(SYS_rt_sigprocmask, SIG_BLOCK, 0, (long)&cur, sizeof(long)) == 0 &&
-	    sigismember(&cur, sig) == 1) {
+	    ((agent_mask_view() == sig && agent_mask_blocked()) ||
+	     (raw_sigmask(SIG_BLOCK, 0, &cur) == 0 && sigismember(&cur, sig) == 1))) {
 		*copy = *m;
 		sigaddset(copy, sig);
 		out = copy;

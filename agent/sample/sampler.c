@@ -131,10 +131,10 @@ FORK_CHILD_PATH static struct thread_state *tls_current(void)
 		sigemptyset(&block);
 		if (sampler_signo > 0)
 			sigaddset(&block, sampler_signo);
-		pthread_sigmask(SIG_BLOCK, &block, &old);
+		raw_sigmask(SIG_BLOCK, &block, &old);
 		if (ts->gen != g)
 			tls_reset(ts, g);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		raw_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	return ts;
 }
@@ -349,12 +349,12 @@ void sampler_thread_setup(pid_t tid, uintptr_t stack_lo, uintptr_t stack_hi, boo
 	sigemptyset(&block);
 	if (sampler_signo > 0)
 		sigaddset(&block, sampler_signo);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
+	raw_sigmask(SIG_BLOCK, &block, &old);
 	tls_current();
 	tls_state.tid = tid;
 	tls_state.stack_lo = stack_lo;
 	tls_state.stack_hi = stack_hi;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	raw_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void sampler_thread_bounds(pid_t *tid, uintptr_t *lo, uintptr_t *hi)

@@ -25,8 +25,9 @@
 struct thread_start {
 	void *(*fn)(void *);
 	void *arg;
-	size_t stack_size; /* what glibc was asked for; 0 = unknown */
-	bool sandboxed;	   /* its creator runs under a seccomp filter (agent/sample/sandbox.h) */
+	size_t stack_size;    /* what glibc was asked for; 0 = unknown */
+	bool sandboxed;	      /* its creator runs under a seccomp filter (agent/sample/sandbox.h) */
+	bool sampling_masked; /* its creator blocks the sampling signal (mask_view.h) */
 };
 
 /* A free record (a pool slot, else malloc'd); NULL only when malloc fails too. */

@@ -342,22 +342,48 @@ SIGBLOCK = os.path.join(WORKLOADS, "sigblock_threads")
 
 
 def test_threads_that_block_every_signal_never_see_the_sampling_signal(ctx):
-    """Threads that block every signal and burn CPU (their timers queue the sampling
-    signal to them) ask sigpending, sigtimedwait and a signalfd on full sets, and one
-    waits in sigsuspend for a SIGUSR1; main waits with sigwaitinfo and sigwait on full
-    sets for SIGALRM and SIGUSR2: every answer as alone (compared line for line, in any
-    order of the threads), with each profile type and all together. Before: the
-    sampling signal was pending, taken by sigtimedwait, and ended sigsuspend before the
-    SIGUSR1."""
-    rc, alone, err, _, _ = run_profiled([SIGBLOCK, "0.6"], {}, timeout=30, preload=False)
-    check(rc == 0 and "main: sigwait" in alone, "alone: exit %d: %r %r" % (rc, alone, err))
+    """Threads that block every signal and burn CPU ask sigpending, sigtimedwait and a
+    signalfd on full sets, and one waits in sigsuspend for a SIGUSR1; main waits with
+    sigwaitinfo and sigwait on full sets for SIGALRM and SIGUSR2; each thread reports its
+    mask through pthread_sigmask and sigprocmask as it blocks, unblocks SIGPROF and
+    blocks again; children started through posix_spawn, system, popen (unprofiled) and
+    fork+execv print the mask they start with: every answer as alone (compared line for
+    line, in any order of the threads), with each profile type and all together. Before:
+    the sampling signal was pending, taken by sigtimedwait, and ended sigsuspend before
+    the SIGUSR1.
+    And the threads are sampled as if they did not block it (agent/sample/mask_view.h):
+    their CPU (2.5 x SECONDS) within 10% of the workload's, blocked_burn named in >= 95%
+    of it (the rest: the clock reads of the burn loop, the mask calls). Before: 4 samples
+    for 4 s of CPU, each credited at the thread's end to its start routine."""
+    secs = 0.6
+    rc, alone, err, _, _ = run_profiled([SIGBLOCK, str(secs)], {}, timeout=30, preload=False)
+    check(rc == 0 and "main: sigwait" in alone and "child fork-execv" in alone,
+          "alone: exit %d: %r %r" % (rc, alone, err))
     want = sorted(alone.splitlines())
     names = []
+    shares = []
     for name, env in PROFILE_TYPE_ENVS:
-        env = dict(env, DD_PROFILING_OUTPUT_DIR=os.path.join(ctx.dir, "out-" + name))
-        rc, out, err, _, _ = run_profiled([SIGBLOCK, "0.6"], env, timeout=30)
+        outdir = os.path.join(ctx.dir, "out-" + name)
+        env = dict(env, DD_PROFILING_OUTPUT_DIR=outdir)
+        rc, out, err, _, _ = run_profiled([SIGBLOCK, str(secs)], env, timeout=30)
         got = sorted(out.splitlines())
         check(rc == 0 and got == want, "%s: exit %d; lines differ from alone: %s" % (
             name, rc, sorted(set(got) ^ set(want))))
         names.append(name)
-    return "%d answers as alone with %s" % (len(want), ", ".join(names))
+        if name not in ("cpu", "all"):
+            continue
+        profs = [p for p in dump(profile_files(outdir), stacks=True)
+                 if "cpu-time" in [t for t, _u in p["sample_types"]]]
+        _total, _rooted, found, _outer = stack_shares(
+            profs, ("worker", "suspender", "blocked_burn"))
+        threads_ns = found["worker"] + found["suspender"]
+        want_ns = 2.5 * secs * 1e9
+        check(abs(threads_ns - want_ns) <= 0.1 * want_ns,
+              "%s: the blocking threads' CPU in the profile is %.3f s, they burned %.3f s"
+              % (name, threads_ns / 1e9, want_ns / 1e9))
+        share = found["blocked_burn"] / threads_ns
+        check(share >= 0.95, "%s: blocked_burn named in %.1f%% of the blocking threads' CPU "
+              "(want >= 95%%)" % (name, 100 * share))
+        shares.append("%s %.1f%% of %.2f s" % (name, 100 * share, threads_ns / 1e9))
+    return "%d answers as alone with %s; blocked_burn: %s" % (
+        len(want), ", ".join(names), ", ".join(shares))

@@ -8,8 +8,13 @@
  * sigpending, sigtimedwait (full set, no wait), a signalfd on a full set (non-blocking
  * read) and sigsuspend (empty mask: woken by the SIGUSR1 main sends it after 100 ms);
  * then main waits with sigwaitinfo on a full set for the SIGALRM alarm(1) sends, and
- * with sigwait for the SIGUSR2 it raises. Each line is deterministic.
- * usage: sigblock_threads SECONDS
+ * with sigwait for the SIGUSR2 it raises. Each thread reports its mask through
+ * pthread_sigmask and sigprocmask, after blocking everything, after unblocking SIGPROF
+ * and SIGUSR1, and after setting a full mask again; main then starts itself with `mask`
+ * through posix_spawn, system, popen (without the profiler: env -u LD_PRELOAD) and
+ * fork+execv, and each child prints the mask it started with. Each line is
+ * deterministic.
+ * usage: sigblock_threads SECONDS | sigblock_threads mask HOW
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,9 +69,59 @@ static void describe_pending(char *buf, size_t len)
 			n += (size_t)snprintf(buf + n, len - n, " %d", s);
 }
 
+static void mask_hex(char *buf, size_t len, const sigset_t *m)
+{
+	unsigned long long bits = 0;
+	for (int s = 1; s < 65; s++)
+		if (sigismember(m, s) == 1)
+			bits |= 1ULL << (s - 1);
+	snprintf(buf, len, "%016llx", bits);
+}
+
+/* The mask as both calls report it, one line. */
+static void print_masks(const char *who, const char *when)
+{
+	sigset_t a, b;
+	sigemptyset(&a);
+	sigemptyset(&b);
+	int ra = pthread_sigmask(SIG_BLOCK, NULL, &a);
+	int rb = sigprocmask(SIG_SETMASK, NULL, &b);
+	char ha[32], hb[32];
+	mask_hex(ha, sizeof(ha), &a);
+	mask_hex(hb, sizeof(hb), &b);
+	pthread_mutex_lock(&out);
+	printf("%s: mask %s: pthread_sigmask %d %s, sigprocmask %d %s\n", who, when, ra, ha, rb,
+	       hb);
+	pthread_mutex_unlock(&out);
+}
+
+static void mask_steps(const char *who)
+{
+	print_masks(who, "as started");
+	sigset_t two, all;
+	sigemptyset(&two);
+	sigaddset(&two, SIGPROF);
+	sigaddset(&two, SIGUSR1);
+	sigset_t old;
+	pthread_sigmask(SIG_UNBLOCK, &two, &old);
+	char h[32];
+	mask_hex(h, sizeof(h), &old);
+	print_masks(who, "SIGPROF and SIGUSR1 unblocked");
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	mask_hex(h, sizeof(h), &old);
+	pthread_mutex_lock(&out);
+	printf("%s: sigprocmask SIG_SETMASK old %s\n", who, h);
+	pthread_mutex_unlock(&out);
+	print_masks(who, "all blocked again");
+}
+
 static void *worker(void *arg)
 {
 	int id = (int)(intptr_t)arg;
+	char who[32];
+	snprintf(who, sizeof(who), "worker %d", id);
+	mask_steps(who);
 	blocked_burn(seconds);
 	char pend[256];
 	describe_pending(pend, sizeof(pend));
@@ -101,9 +158,53 @@ static void *suspender(void *arg)
 	return NULL;
 }
 
+/* A child started with the parent's mask: the mask it starts with. */
+static int child_mask(const char *how)
+{
+	sigset_t m;
+	sigemptyset(&m);
+	sigprocmask(SIG_SETMASK, NULL, &m);
+	char h[32];
+	mask_hex(h, sizeof(h), &m);
+	printf("child %s: mask %s\n", how, h);
+	return 0;
+}
+
+static void start_children(const char *self)
+{
+	char cmd[8192];
+	extern char **environ;
+	pid_t pid;
+	char *argv_spawn[] = {(char *)self, "mask", "posix_spawn", NULL};
+	if (posix_spawn(&pid, self, NULL, NULL, argv_spawn, environ) == 0)
+		waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "'%s' mask system", self);
+	fflush(stdout);
+	if (system(cmd) != 0)
+		printf("system failed\n");
+	snprintf(cmd, sizeof(cmd), "exec env -u LD_PRELOAD '%s' mask popen-unprofiled", self);
+	FILE *p = popen(cmd, "r");
+	if (p) {
+		char line[256];
+		while (fgets(line, sizeof(line), p))
+			fputs(line, stdout);
+		pclose(p);
+	}
+	pid = fork();
+	if (pid == 0) {
+		char *argv_exec[] = {(char *)self, "mask", "fork-execv", NULL};
+		execv(self, argv_exec);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 2 && strcmp(argv[1], "mask") == 0)
+		return child_mask(argv[2]);
 	seconds = argc > 1 ? atof(argv[1]) : 1.0;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -133,5 +234,12 @@ int main(int argc, char **argv)
 	char pend[256];
 	describe_pending(pend, sizeof(pend));
 	printf("main: %s\n", pend);
+	print_masks("main", "at the end");
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = 0;
+		start_children(self);
+	}
 	return 0;
 }
