@@ -91,6 +91,11 @@ void z_api_unload(void)
 	dl_guard_unlock();
 }
 
+bool z_api_loaded(void)
+{
+	return state == Z_READY;
+}
+
 const struct z_api *z_api_get(void)
 {
 	if (state == Z_UNTRIED)

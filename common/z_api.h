@@ -15,6 +15,7 @@
 #ifndef DDPROF_COMMON_Z_API_H
 #define DDPROF_COMMON_Z_API_H
 
+#include <stdbool.h>
 #include <zlib.h>
 
 #define Z_API_SONAME "libz.so.1"
@@ -29,6 +30,9 @@ struct z_api {
 
 /* Loads zlib at the first call; NULL (warned once) when it cannot be. */
 const struct z_api *z_api_get(void);
+
+/* Whether zlib is loaded now (a z_api_get would not load it). */
+bool z_api_loaded(void);
 
 /* Unloads zlib (a fork copies every mapping of a loaded library); the next z_api_get
  * loads it again (a small library: cheap next to the compression that needs it).

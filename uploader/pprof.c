@@ -19,6 +19,7 @@
 #include "agent/unwind/unwind.h"
 #include "agent/wall/wall_clock.h"
 #include "common/clock.h"
+#include "common/gzip_store.h"
 #include "common/strtab.h"
 #include "common/u64map.h"
 #include "common/log.h"
@@ -463,6 +464,21 @@ int pprof_gzip(const uint8_t *in, size_t len, struct pb_buf *out)
 	return (rc == Z_STREAM_END && !out->failed) ? 0 : -ENOMEM;
 }
 
+/* Stored, when small and zlib not loaded; else pprof_gzip. */
+static int pprof_gzip_small(const uint8_t *in, size_t len, struct pb_buf *out)
+{
+	if (len > PPROF_STORE_MAX || z_api_loaded())
+		return pprof_gzip(in, len, out);
+	size_t n = gzip_store_size(len);
+	uint8_t *buf = malloc(n);
+	if (!buf)
+		return -ENOMEM;
+	gzip_store(in, len, buf);
+	pb_raw(out, buf, n);
+	free(buf);
+	return out->failed ? -ENOMEM : 0;
+}
+
 static void builder_free(struct builder *b)
 {
 	strtab_free(&b->strings);
@@ -572,7 +588,8 @@ int pprof_build(const struct profile *p, const struct pprof_meta *meta, struct s
 		rc = -ENOMEM;
 	pb_clear(out);
 	if (rc == 0)
-		rc = pprof_gzip(body.data, body.len, out);
+		rc = meta->store_small ? pprof_gzip_small(body.data, body.len, out)
+				       : pprof_gzip(body.data, body.len, out);
 	b.st.raw_bytes = body.len;
 	b.st.gz_bytes = out->len;
 	symbolizer_get_stats(sym, &s1);

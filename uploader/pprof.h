@@ -25,6 +25,9 @@
 
 struct thread_names; /* agent/sample/threads.h */
 
+/* The largest encoded profile meta->store_small keeps uncompressed. */
+#define PPROF_STORE_MAX (64 * 1024)
+
 struct pprof_meta {
 	uint64_t start_ns;  /* CLOCK_REALTIME, first possible sample */
 	uint64_t end_ns;    /* CLOCK_REALTIME, the swap */
@@ -51,6 +54,9 @@ struct pprof_meta {
 	 * names what the records do not hold. Not owned. */
 	struct jit_splits *jit_splits;
 	uint32_t jit_epoch;
+	/* A short process's only profile: up to PPROF_STORE_MAX bytes, its gzip stream is
+	 * stored, not compressed, while zlib is not loaded (common/gzip_store.h). */
+	bool store_small;
 };
 
 struct pprof_stats {

@@ -160,6 +160,7 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		char comment_buf[3][CONFIG_TAG_MAX + 16];
 		build_comments(ctx->cfg, &meta, comment_buf);
 		bg_host_run_nested(ctx->host, ctx->between_steps);
+		uint64_t t_refresh = clock_now_ns(CLOCK_MONOTONIC);
 		symbolizer_refresh(ctx->sym);
 		if (symbolizer_jit_epoch(ctx->sym) != swap_epoch)
 			jit_splits_record(&ctx->splits, profiles_active(ctx->profiles), ctx->sym,
@@ -167,12 +168,15 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 		/* The only profile of a process that lived briefly (a fork child, a shell
 		 * command): names without lines, so that its exit does not wait for DWARF
 		 * to be decompressed (agent/symbolize/symbolizer.h). */
-		symbolizer_set_names_only(ctx->sym, final && export_seq == 0 &&
-							clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) <
-							    NAMES_ONLY_BELOW_NS);
+		bool short_one = final && export_seq == 0 &&
+				 clock_now_ns(CLOCK_PROCESS_CPUTIME_ID) < NAMES_ONLY_BELOW_NS;
+		symbolizer_set_names_only(ctx->sym, short_one);
+		meta.store_small = short_one;
 		note_unloaded_modules(ctx->sym);
 		struct pprof_stats ps;
+		uint64_t t_build = clock_now_ns(CLOCK_MONOTONIC);
 		int rc = pprof_build(snap.profile, &meta, ctx->sym, &ctx->gz, &ps);
+		uint64_t t_built = clock_now_ns(CLOCK_MONOTONIC);
 		bg_host_run_nested(ctx->host, ctx->between_steps);
 		/* The libdw sessions' DWARF data, up to 4 MiB decompressed per module
 		 * (agent/symbolize/sym_dwarf.c), is given back after every profile: the
@@ -202,6 +206,12 @@ void upload_cycle_run(struct upload_ctx *ctx, bool final, uint64_t deadline)
 			struct outcomes o = {0};
 			export_set_send(&ctx->out, &item, final, deadline, ctx->exit_abort_ns,
 					ctx->cfg->upload_timeout_ns, ctx->before_first_tls, &o);
+			log_debug("profile %llu: snapshot %.3f ms, maps %.3f ms, encoding %.3f ms "
+				  "(symbols %.3f ms), sending %.3f ms",
+				  (unsigned long long)item.seq, (double)(t_refresh - t0) / 1e6,
+				  (double)(t_build - t_refresh) / 1e6,
+				  (double)(t_built - t_build) / 1e6, (double)ps.symbolize_ns / 1e6,
+				  (double)(clock_now_ns(CLOCK_MONOTONIC) - t_built) / 1e6);
 			/* At exit, uploader_stop may have given up and counted it already. */
 			if (!final || ctx->claim_final()) {
 				upload_stats_tally(&o);

@@ -83,20 +83,31 @@ void symbolizer_free(struct symbolizer *s)
 		return;
 	for (size_t i = 0; i < s->nmods; i++)
 		module_free(s->mods[i]);
+	for (size_t i = 0; i < s->nmaps; i++)
+		free(s->maps[i].pending_path);
 	big_free(s->mods);
 	big_free(s->maps);
 	perf_map_free(s->jit);
 	free(s);
 }
 
-/* The module of a file (image NULL) or of an image in memory, created on first use. */
-static struct module *module_get(struct symbolizer *s, const char *path, unsigned long inode,
-				 const void *image, size_t image_size)
+static struct module *module_find(const struct symbolizer *s, const char *path, unsigned long inode,
+				  const void *image)
 {
 	for (size_t i = 0; i < s->nmods; i++)
 		if (s->mods[i]->inode == inode && s->mods[i]->image == image &&
 		    strcmp(s->mods[i]->path, path) == 0)
 			return s->mods[i];
+	return NULL;
+}
+
+/* The module of a file (image NULL) or of an image in memory, created on first use. */
+static struct module *module_get(struct symbolizer *s, const char *path, unsigned long inode,
+				 const void *image, size_t image_size)
+{
+	struct module *found = module_find(s, path, inode, image);
+	if (found)
+		return found;
 	if (s->nmods == s->capmods) {
 		size_t nc = s->capmods ? s->capmods * 2 : 32;
 		struct module **nm = big_realloc(s->mods, nc * sizeof(*nm));
@@ -240,7 +251,8 @@ static void refresh_jit(struct symbolizer *s)
 		return;
 	for (size_t i = 0; i < s->nmaps; i++) {
 		struct mapping_entry *me = &s->maps[i];
-		if (!me->mod && perf_map_overlaps(s->jit, me->pub.start, me->pub.end))
+		if (!me->mod && !me->pending_path &&
+		    perf_map_overlaps(s->jit, me->pub.start, me->pub.end))
 			me->pub.path = JIT_NAME;
 	}
 }
@@ -259,6 +271,10 @@ int symbolizer_refresh(struct symbolizer *s)
 	if (!f)
 		return -errno;
 	s->gen++;
+	for (size_t i = 0; i < s->nmaps; i++) {
+		free(s->maps[i].pending_path);
+		s->maps[i].pending_path = NULL;
+	}
 	s->nmaps = 0;
 	char line[MAPS_LINE_MAX];
 	while (fgets(line, sizeof(line), f)) {
@@ -279,12 +295,24 @@ int symbolizer_refresh(struct symbolizer *s)
 		me->pub.offset = offset;
 		bool vdso = strcmp(path, VDSO_NAME) == 0;
 		struct module *mod = NULL;
-		if (path[0] == '/')
-			mod = module_get(s, path, inode, NULL, 0);
-		else if (vdso) /* an ELF image the kernel maps whole: named from memory */
+		if (path[0] == '/') {
+			mod = module_find(s, path, inode, NULL);
+			if (!mod) {
+				me->pending_path = strdup(path);
+				me->pending_inode = inode;
+				if (!me->pending_path) /* no memory: read it now */
+					mod = module_get(s, path, inode, NULL, 0);
+			}
+		} else if (vdso) { /* an ELF image the kernel maps whole: named from memory */
 			mod = module_get(s, path, 0, (const void *)start, end - start);
+		}
 		if (mod)
 			mod->seen_gen = s->gen;
+		if (me->pending_path) {
+			me->pub.path = me->pending_path;
+			me->pub.build_id = "";
+			continue;
+		}
 		/* Anonymous executable memory (JIT...): named below when the perf map covers it. */
 		mapping_fill(me, mod, ANON_NAME);
 	}
@@ -330,17 +358,32 @@ int symbolizer_note_module(struct symbolizer *s, const char *path, uintptr_t sta
 	return (int)at;
 }
 
-int symbolizer_find_mapping(const struct symbolizer *s, uintptr_t pc)
+/* The module of a mapping seen but not read yet (symbolizer_refresh). */
+static void mapping_resolve(struct symbolizer *s, struct mapping_entry *me)
+{
+	struct module *mod = module_get(s, me->pending_path, me->pending_inode, NULL, 0);
+	if (!mod)
+		return; /* no memory: tried again at the next pc */
+	mod->seen_gen = s->gen;
+	mapping_fill(me, mod, NULL);
+	free(me->pending_path);
+	me->pending_path = NULL;
+}
+
+int symbolizer_find_mapping(struct symbolizer *s, uintptr_t pc)
 {
 	size_t lo = 0, hi = s->nmaps;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (pc < s->maps[mid].pub.start)
+		if (pc < s->maps[mid].pub.start) {
 			hi = mid;
-		else if (pc >= s->maps[mid].pub.end)
+		} else if (pc >= s->maps[mid].pub.end) {
 			lo = mid + 1;
-		else
+		} else {
+			if (s->maps[mid].pending_path)
+				mapping_resolve(s, &s->maps[mid]);
 			return (int)mid;
+		}
 	}
 	return -1;
 }

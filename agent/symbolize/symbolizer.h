@@ -108,8 +108,9 @@ bool symbolizer_names_only(const struct symbolizer *s);
 int symbolizer_note_module(struct symbolizer *s, const char *path, uintptr_t start, uintptr_t end,
 			   uintptr_t file_offset);
 
-/* Mapping index (into symbolizer_mapping) holding pc, or -1. */
-int symbolizer_find_mapping(const struct symbolizer *s, uintptr_t pc);
+/* Mapping index (into symbolizer_mapping) holding pc, or -1. The mapping's module is
+ * read the first time (its build id, its segments). */
+int symbolizer_find_mapping(struct symbolizer *s, uintptr_t pc);
 const struct sym_mapping *symbolizer_mapping(const struct symbolizer *s, int idx);
 size_t symbolizer_mapping_count(const struct symbolizer *s);
 /* 1 when the module of mapping idx has DWARF (so its pcs carry inlined frames and

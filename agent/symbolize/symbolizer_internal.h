@@ -56,7 +56,11 @@ struct module {
 
 struct mapping_entry {
 	struct sym_mapping pub;
-	struct module *mod;  /* NULL for anonymous ([vdso], JIT) */
+	struct module *mod; /* NULL for anonymous ([vdso], JIT), or not read yet: */
+	/* A file not seen before: its module is read (headers, build id) when a pc first
+	 * falls in it (symbolizer_find_mapping), not for every mapping of the process. */
+	char *pending_path;
+	unsigned long pending_inode;
 	int64_t vaddr_delta; /* vaddr = pc + vaddr_delta */
 	bool delta_known;
 };

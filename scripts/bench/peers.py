@@ -3,7 +3,7 @@
 gperftools and async-profiler.
 
 usage: peers.py RESULTS_DIR [--quick] [NAME...]
-  NAME: run only these benchmarks (overhead, accuracy, spawn, startup, memory, micro,
+  NAME: run only these benchmarks (overhead, accuracy, spawn, startup, memory, micro, short,
   alloc, wall)
 
 Every figure comes from paired runs: a run without any profiler and a run under a
@@ -18,6 +18,7 @@ Writes one JSON file per benchmark into RESULTS_DIR (rendered by report.py):
   spawn.json     thread create+join/s, fork+exit+wait/s (build/bench/bench_spawn) and
                  the fork_storm workload's fork rate, under a profiler / without
   startup.json   extra wall time of /bin/true under LD_PRELOAD
+  short.json     what short-lived processes pay: make -j2, gcc -c, a pipeline, git log -p
   memory.json    extra peak RSS of 64 threads with ~10k distinct stacks
                  (build/bench/many_stacks), with the default ceiling and a small one
   micro.json     with a before build only: the handler's, the trie's and the
@@ -72,6 +73,7 @@ from peers_common import ASPROF, BASE_DIR, BASE_REV, BEFORE, PEERS, write
 from peers_cpu import bench_accuracy, bench_overhead
 from peers_micro import bench_micro
 from peers_process import bench_memory, bench_spawn, bench_startup
+from peers_short import bench_short
 from peers_wall import bench_wall
 
 
@@ -91,7 +93,7 @@ def main():
     benches = ([("micro", bench_micro)] if BEFORE else []) + [
         ("overhead", bench_overhead), ("accuracy", bench_accuracy),
         ("spawn", bench_spawn), ("startup", bench_startup), ("memory", bench_memory),
-        ("alloc", bench_alloc), ("wall", bench_wall)]
+        ("alloc", bench_alloc), ("wall", bench_wall), ("short", bench_short)]
     for name, fn in benches:
         if only and name not in only:
             continue

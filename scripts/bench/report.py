@@ -20,7 +20,7 @@ from report_wall import wall_section
 from report_common import asprof_version, gperf_version, has_asprof, load, machine
 from report_cpu import accuracy_section, overhead_section, overhead_svg
 from report_micro import handler_section, serialize_section, trie_section
-from report_process import memory_section, spawn_section, startup_section
+from report_process import memory_section, short_section, spawn_section, startup_section
 from report_summary import before_after_section, summary_section
 
 
@@ -82,6 +82,9 @@ def main():
     sp = load(res, "spawn.json")
     if sp:
         parts.append(spawn_section(sp))
+    sh = load(res, "short.json")
+    if sh:
+        parts.append(short_section(sh))
     st = load(res, "startup.json")
     if st:
         parts.append(startup_section(st))
