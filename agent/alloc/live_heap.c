@@ -10,6 +10,7 @@
 #include <stdalign.h>
 
 #include "agent/store/region.h"
+#include "common/clock.h"
 #include "agent/store/trie.h"
 #include "agent/unwind/unwind.h"
 
@@ -80,6 +81,16 @@ static const struct trie_node *ref_node(uint64_t ref)
 	return (const struct trie_node *)(uintptr_t)(ref & REF_ADDR_MASK);
 }
 
+/* Not before the process has run this long with the table: mapping the whole budget
+ * (8 MiB by default: 2048 zeroed pages, several ms of CPU) is worth it for a process
+ * that lives, not for a compiler or a shell command that ends within a second, whose
+ * few sampled inserts take a fault each (about a microsecond, on a path that unwinds
+ * the stack anyway). */
+#define POPULATE_AFTER_NS (1000ULL * 1000 * 1000)
+
+/* CLOCK_MONOTONIC ns from which the host maps the table ahead (live_heap_init). */
+static _Atomic uint64_t populate_from_ns;
+
 int live_heap_init(size_t table_bytes)
 {
 	int rc = live_table_init(&live_heap_table, table_bytes);
@@ -96,6 +107,8 @@ int live_heap_init(size_t table_bytes)
 		}
 		trie_init(&stores[i].trie, &stores[i].region);
 	}
+	atomic_store_explicit(&populate_from_ns, clock_now_ns(CLOCK_MONOTONIC) + POPULATE_AFTER_NS,
+			      memory_order_relaxed);
 	atomic_store_explicit(&live_heap_enabled, true, memory_order_relaxed);
 	return 0;
 }
@@ -252,12 +265,13 @@ static uint64_t find_old(const struct live_table_entry *en, void *arg)
  * holds an entry nearly every insert would otherwise fault. */
 #define POPULATE_STEP ((size_t)1 << 20)
 #define POPULATE_PAUSE_NS (5ULL * 1000 * 1000)
-
 bool live_heap_populate_wanted(void)
 {
 	return live_heap_on() &&
 	       atomic_load_explicit(&live_heap_table.populated, memory_order_relaxed) <
-		   live_heap_table.map_len;
+		   live_heap_table.map_len &&
+	       clock_now_ns(CLOCK_MONOTONIC) >=
+		   atomic_load_explicit(&populate_from_ns, memory_order_relaxed);
 }
 
 static uint64_t maintain_stores(uint64_t now_ns, bool force);
@@ -266,9 +280,12 @@ uint64_t live_heap_maintain(uint64_t now_ns, bool force)
 {
 	if (!live_heap_on())
 		return UINT64_MAX;
-	uint64_t populate_due = live_table_populate(&live_heap_table, POPULATE_STEP)
-				    ? now_ns + POPULATE_PAUSE_NS
-				    : UINT64_MAX;
+	uint64_t from = atomic_load_explicit(&populate_from_ns, memory_order_relaxed);
+	uint64_t populate_due = UINT64_MAX;
+	if (now_ns < from)
+		populate_due = live_table_populated(&live_heap_table) ? UINT64_MAX : from;
+	else if (live_table_populate(&live_heap_table, POPULATE_STEP))
+		populate_due = now_ns + POPULATE_PAUSE_NS;
 	uint64_t due = maintain_stores(now_ns, force);
 	return due < populate_due ? due : populate_due;
 }

@@ -57,8 +57,9 @@ void live_heap_add_to(struct profile *p);
  * ns; UINT64_MAX: when room_wanted says so): a compaction waits for the tracks in
  * flight in the old store to leave, without blocking. */
 bool live_heap_room_wanted(void);
-/* Host thread: the table's pages are not all mapped yet (live_heap_maintain maps them,
- * a step at a time; never the application's calls). */
+/* Host thread: the table's pages are not all mapped yet and the process has run a
+ * second with it (live_heap_maintain maps them, a step at a time; never the
+ * application's calls; a short process never pays for it). */
 bool live_heap_populate_wanted(void);
 /* Whether any allocation is tracked now (any thread, a relaxed load). */
 bool live_heap_tracking(void);

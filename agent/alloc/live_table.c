@@ -429,6 +429,11 @@ void live_table_stats(const struct live_table *t, struct live_table_stats *out)
 		out->touched_bound = populated;
 }
 
+bool live_table_populated(const struct live_table *t)
+{
+	return atomic_load_explicit(&t->populated, memory_order_relaxed) >= t->map_len;
+}
+
 size_t live_table_populate(struct live_table *t, size_t step)
 {
 	size_t done = atomic_load_explicit(&t->populated, memory_order_relaxed);

@@ -43,7 +43,8 @@
  *    pages at random, so resident memory grows by about a page per entry until every
  *    page of slots holds one, each first touch a page fault in the allocating thread,
  *    unless live_table_populate mapped the pages ahead (the live heap does, from its
- *    host thread: the whole budget resident, no fault in the application's threads;
+ *    host thread, once the process has lived a second: the whole budget resident, no
+ *    fault in the application's threads from then on;
  *    mlockall(MCL_CURRENT) makes the whole mapping resident too).
  *  - Not done: no growth, no iteration order, no lookup without removal.
  * Context: insert and remove from any thread and from signal handlers
@@ -263,6 +264,8 @@ void live_table_rewrite_refs(struct live_table *t,
  * next step bytes of the mapping (whole pages, for writing) that are not yet populated;
  * returns the bytes left to populate (0: the whole mapping is). */
 size_t live_table_populate(struct live_table *t, size_t step);
+/* Whether live_table_populate has mapped the whole table. */
+bool live_table_populated(const struct live_table *t);
 
 /* Any context (relaxed loads). The counters, each exact but not a snapshot together. */
 void live_table_stats(const struct live_table *t, struct live_table_stats *out);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/unwind/unwind.h"
+#include "common/clock.h"
 #include "test/unit/check_run.h"
 
 static struct profile_pair pp;
@@ -153,8 +154,39 @@ END_TEST
  * with their values, however many compactions ago they were made; a block untracked for
  * a realloc before a compaction and tracked again after it is dropped (its stack may
  * be gone), one from the same epoch is tracked again. */
+/* The host's calls from a second after start-up on: the table mapped ahead. */
+static void populate_all(void)
+{
+	uint64_t late = clock_now_ns(CLOCK_MONOTONIC) + 2000ULL * 1000 * 1000;
+	for (int i = 0; i < 64 && live_heap_maintain(late, false) != UINT64_MAX; i++)
+		;
+}
+
+START_TEST(test_the_table_is_mapped_ahead_only_after_a_second)
+{
+	/* A process that ends within a second (a compiler, a shell command) never maps
+	 * the budget: 8 MiB of zeroed pages by default, several ms of its CPU. */
+	uint64_t now = clock_now_ns(CLOCK_MONOTONIC);
+	struct live_heap_stats st;
+	live_heap_get_stats(&st);
+	ck_assert_uint_lt(st.table.touched_bound, st.table.bytes);
+	ck_assert(!live_heap_populate_wanted());
+	uint64_t due = live_heap_maintain(now, false);
+	ck_assert_msg(due > now + 900ULL * 1000 * 1000 && due <= now + 1000ULL * 1000 * 1000 + 1,
+		      "the host comes back when the second is over (due in %.3f s)",
+		      (double)(due - now) / 1e9);
+	live_heap_get_stats(&st);
+	ck_assert_msg(st.table.touched_bound < st.table.bytes, "nothing mapped before then");
+	populate_all();
+	live_heap_get_stats(&st);
+	ck_assert_uint_eq(st.table.touched_bound, st.table.bytes);
+	ck_assert(!live_heap_populate_wanted());
+}
+END_TEST
+
 START_TEST(test_compaction_keeps_the_live_stacks_and_drops_the_rest)
 {
+	populate_all();
 	struct live_heap_stats st;
 	live_heap_get_stats(&st);
 	uint64_t stacks0 = st.stacks;
@@ -210,6 +242,7 @@ static Suite *live_heap_suite(void)
 	tcase_add_test(tc, test_a_fork_child_inherits_the_live_heap_with_its_stacks);
 	tcase_add_test(tc, test_the_live_heaps_own_memory_is_the_profilers_share);
 	tcase_add_test(tc, test_compaction_keeps_the_live_stacks_and_drops_the_rest);
+	tcase_add_test(tc, test_the_table_is_mapped_ahead_only_after_a_second);
 	suite_add_tcase(s, tc);
 	return s;
 }
