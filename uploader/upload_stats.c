@@ -69,7 +69,7 @@ FORK_CHILD_PATH void upload_stats_reset(void)
 	_Atomic uint64_t *const all[] = {
 	    &c->exported,	&c->export_failures, &c->serialize_failures, &c->samples,
 	    &c->dropped,	&c->bytes,	     &c->serialize_ns,	     &c->uploads_ok,
-	    &c->uploads_failed, &c->uploads_dropped, &c->bytes_sent,
+	    &c->uploads_failed, &c->uploads_dropped, &c->bytes_sent,	     &c->short_skipped,
 	};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		atomic_store_explicit(all[i], 0, memory_order_relaxed);
@@ -82,9 +82,12 @@ void upload_stats_log(void)
 		return;
 	upload_stats_get(&s);
 	log_debug("diagnostics: samples=%llu dropped_samples=%llu profiles_exported=%llu "
-		  "uploads_ok=%llu uploads_failed=%llu uploads_dropped=%llu bytes_sent=%llu",
+		  "uploads_ok=%llu uploads_failed=%llu uploads_dropped=%llu bytes_sent=%llu "
+		  "short_profiles_not_sent=%llu",
 		  (unsigned long long)s.samples, (unsigned long long)s.dropped_samples,
 		  (unsigned long long)s.profiles_exported, (unsigned long long)s.uploads_ok,
 		  (unsigned long long)s.uploads_failed, (unsigned long long)s.uploads_dropped,
-		  (unsigned long long)s.bytes_sent);
+		  (unsigned long long)s.bytes_sent,
+		  (unsigned long long)atomic_load_explicit(&upload_counters.short_skipped,
+							   memory_order_relaxed));
 }

@@ -22,7 +22,8 @@
 
 struct upload_counters {
 	_Atomic uint64_t exported, export_failures, serialize_failures, samples, dropped, bytes,
-	    serialize_ns, uploads_ok, uploads_failed, uploads_dropped, bytes_sent;
+	    serialize_ns, uploads_ok, uploads_failed, uploads_dropped, bytes_sent,
+	    short_skipped; /* short processes' only profiles not worth sending */
 };
 extern struct upload_counters upload_counters;
 

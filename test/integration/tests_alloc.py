@@ -74,6 +74,41 @@ def test_allocation_profile_estimates_the_bytes_of_each_site(ctx):
         ra, rb, rt, 100.0 * rooted / max(all_space, 1))
 
 
+def test_a_short_process_with_a_few_samples_sends_nothing(ctx):
+    """A process that ends after less CPU than a CPU sample's period with a few
+    allocation samples (here 2 blocks of 16 MiB, each one sample) writes no profile: its
+    exit would spend about a millisecond on it (uploader/upload_cycle.c:
+    SHORT_WORTH_SAMPLES is 4), and the debug log says so. With 6 such blocks it writes
+    one, holding exactly those 6 samples. Every profile type on, as a
+    user who sets them for a whole container."""
+    every = {"DD_PROFILING_ALLOCATION_ENABLED": "true", "DD_PROFILING_HEAP_ENABLED": "true",
+             "DD_PROFILING_WALL_ENABLED": "true", "DD_PROFILING_LOCK_ENABLED": "true",
+             "DD_PROFILING_LOG_LEVEL": "debug"}
+    out = os.path.join(ctx.dir, "few2")
+    rc, _o, err, _c, _w = run_profiled([ALLOC, "few", "2"],
+                                       dict(every, DD_PROFILING_OUTPUT_DIR=out))
+    check(rc == 0, "alloc_sites few 2: exit %d: %s" % (rc, err[-500:]))
+    check(not profile_files(out), "2 samples: %d profiles written, want none"
+          % len(profile_files(out)))
+    check("short_profiles_not_sent=1" in err, "the debug log does not count it: %s"
+          % [l for l in err.splitlines() if "diagnostics" in l])
+    out6 = os.path.join(ctx.dir, "few6")
+    rc, _o, err, _c, _w = run_profiled([ALLOC, "few", "6"],
+                                       dict(every, DD_PROFILING_OUTPUT_DIR=out6))
+    check(rc == 0, "alloc_sites few 6: exit %d: %s" % (rc, err[-500:]))
+    profs = dump(profile_files(out6))
+    check(len(profs) == 1, "6 samples: %d profiles, want 1" % len(profs))
+    p = profs[0]
+    n = p["totals"][value_index(p, "alloc-samples")]
+    space = p["totals"][value_index(p, "alloc-space")]
+    # Each block is one sample; its bytes are its sample points times 512 KiB (about 32
+    # points, Poisson: 6 blocks give 96 MiB +- 7, one standard deviation; the estimate's
+    # accuracy is test_allocation_profile_estimates_the_bytes_of_each_site's).
+    check(n == 6 and space > 0,
+          "6 blocks of 16 MiB: alloc-samples %d, alloc-space %d" % (n, space))
+    return "2 samples: no profile; 6 samples: one, %d samples of %d MiB" % (n, space >> 20)
+
+
 def test_every_allocation_entry_point_is_profiled(ctx):
     """malloc, calloc, realloc (growth from 16 B), reallocarray, posix_memalign,
     aligned_alloc, memalign, valloc and pvalloc, each called from a function of its

@@ -25,6 +25,8 @@
  *                                 aligned size), 1000 times each, and prints per call
  *                                 "huge_<call> <failures> <errno of the last>" and the
  *                                 CLOCK_MONOTONIC ns the whole took ("huge_ns N").
+ *   alloc_sites few [N=2]         N blocks of 16 MiB allocated and freed at once, in
+ *                                 far less CPU than a CPU sample's period.
  *   alloc_sites probe             prints which module the program's malloc and free
  *                                 slots lead to ("malloc_module libc.so.6", "free_module
  *                                 libc.so.6" when nothing hooks them).
@@ -76,6 +78,7 @@ static size_t next_size(void)
 }
 
 static volatile char sink;
+static void *volatile sink_ptr;
 
 __attribute__((noinline)) void site_a(size_t size)
 {
@@ -484,12 +487,27 @@ static int run_huge(void)
 	return 0;
 }
 
+/* N blocks of 16 MiB, none touched, each freed at once: N allocation samples (a block
+ * that big is sampled once whatever the countdown) in well under a CPU sample's
+ * period. */
+static int run_few(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		void *p = malloc(16 << 20);
+		sink_ptr = p;
+		free(p);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "sites";
 	uint64_t mib = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
 	if (strcmp(mode, "sites") == 0)
 		return run_sites((mib ? mib : 2048) << 20);
+	if (strcmp(mode, "few") == 0)
+		return run_few(argc > 2 ? strtoull(argv[2], NULL, 10) : 2);
 	if (strcmp(mode, "coverage") == 0)
 		return run_coverage((mib ? mib : 64) << 20);
 	if (strcmp(mode, "plugin") == 0 && argc > 2)
