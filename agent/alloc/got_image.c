@@ -350,6 +350,7 @@ struct finder {
 	const char *const *names;
 	size_t lens[GOT_IMAGE_MAX_NAMES];
 	size_t nnames;
+	uint64_t first_chars[4]; /* bit c: a name searched starts with byte c */
 	struct got_image_slot *out;
 	size_t max, found, bad;
 };
@@ -357,6 +358,11 @@ struct finder {
 /* The index of name[0..avail) in the list (it must end inside avail), or -1. */
 static int match(const struct finder *f, const char *name, size_t avail)
 {
+	/* Most relocations name nothing searched (a library's own imports: isl_*, mpz_*):
+	 * one bit tells, before a comparison with each name. */
+	uint8_t c = (uint8_t)name[0];
+	if (!(f->first_chars[c >> 6] & (1ULL << (c & 63))))
+		return -1;
 	for (size_t i = 0; i < f->nnames; i++) {
 		size_t len = f->lens[i];
 		if (len < avail && name[0] == f->names[i][0] && name[len] == 0 &&
@@ -409,8 +415,13 @@ size_t got_image_find_slots(const struct got_image *im, const char *const *names
 {
 	struct finder f = {.im = im, .names = names, .out = out, .max = max};
 	f.nnames = nnames < GOT_IMAGE_MAX_NAMES ? nnames : GOT_IMAGE_MAX_NAMES;
-	for (size_t i = 0; i < f.nnames; i++)
+	for (size_t i = 0; i < f.nnames; i++) {
 		f.lens[i] = names[i] && names[i][0] ? strlen(names[i]) : SIZE_MAX;
+		if (f.lens[i] != SIZE_MAX) {
+			uint8_t c = (uint8_t)names[i][0];
+			f.first_chars[c >> 6] |= 1ULL << (c & 63);
+		}
+	}
 	if (im->symtab && im->strtab) {
 		scan(&f, im->rela, im->nrela);
 		scan(&f, im->jmprel, im->njmprel);
